@@ -1,0 +1,301 @@
+//! Topologies as plain data: nodes, bidirectional links (each end a directed port), the
+//! builders for single-switch, leaf-spine and k-ary fat-tree fabrics, and minimal
+//! up/down routing tables.
+//!
+//! Hosts are numbered 0.. in builder order (leaf-major, or pod/edge-major in a fat-tree),
+//! which is the order traffic specifications use.
+
+use crate::units::{BitRate, HostId, NodeId, PortId, Time};
+use std::collections::VecDeque;
+
+/// What a node is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeKind {
+    Host(HostId),
+    /// A switch; `tier` 0 is next to hosts (edge/leaf), 1 above it, and so on.
+    Switch { tier: u8 },
+}
+
+/// One directed end of a link: this end's transmitter sends to `peer`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Port {
+    pub node: NodeId,
+    /// Index of this port among its node's ports.
+    pub local: u16,
+    pub peer: PortId,
+    pub rate: BitRate,
+    pub delay: Time,
+}
+
+/// A built topology: nodes, their ports, and which node each host is.
+#[derive(Clone, Debug)]
+pub struct Topology {
+    nodes: Vec<NodeKind>,
+    node_ports: Vec<Vec<PortId>>,
+    ports: Vec<Port>,
+    hosts: Vec<NodeId>,
+}
+
+impl Topology {
+    fn new() -> Self {
+        Topology { nodes: Vec::new(), node_ports: Vec::new(), ports: Vec::new(), hosts: Vec::new() }
+    }
+
+    fn add_host(&mut self) -> NodeId {
+        let id = NodeId(self.nodes.len() as u32);
+        self.nodes.push(NodeKind::Host(HostId(self.hosts.len() as u32)));
+        self.node_ports.push(Vec::new());
+        self.hosts.push(id);
+        id
+    }
+
+    fn add_switch(&mut self, tier: u8) -> NodeId {
+        let id = NodeId(self.nodes.len() as u32);
+        self.nodes.push(NodeKind::Switch { tier });
+        self.node_ports.push(Vec::new());
+        id
+    }
+
+    /// Adds a full-duplex link of `rate` with one-way propagation `delay`.
+    pub fn connect(&mut self, a: NodeId, b: NodeId, rate: BitRate, delay: Time) {
+        let pa = PortId(self.ports.len() as u32);
+        let pb = PortId(pa.0 + 1);
+        for (node, peer) in [(a, pb), (b, pa)] {
+            let local = self.node_ports[node.index()].len() as u16;
+            self.ports.push(Port { node, local, peer, rate, delay });
+            let id = PortId(self.ports.len() as u32 - 1);
+            self.node_ports[node.index()].push(id);
+        }
+    }
+
+    /// `hosts` hosts on one switch.
+    pub fn single_switch(hosts: u32, rate: BitRate, delay: Time) -> Result<Topology, String> {
+        if hosts < 2 {
+            return Err(format!("hosts = {hosts}: a single-switch topology needs at least 2 hosts"));
+        }
+        let mut t = Topology::new();
+        let hs: Vec<NodeId> = (0..hosts).map(|_| t.add_host()).collect();
+        let sw = t.add_switch(0);
+        for h in hs {
+            t.connect(h, sw, rate, delay);
+        }
+        Ok(t)
+    }
+
+    /// A two-tier leaf-spine: `hosts` spread evenly over `leaves` (the first
+    /// `hosts % leaves` leaves get one more), every leaf linked to every spine at
+    /// `uplink_rate`.
+    pub fn leaf_spine(
+        hosts: u32,
+        leaves: u32,
+        spines: u32,
+        rate: BitRate,
+        uplink_rate: BitRate,
+        delay: Time,
+    ) -> Result<Topology, String> {
+        if leaves == 0 || spines == 0 {
+            return Err(format!("leaves = {leaves}, spines = {spines}: both must be at least 1"));
+        }
+        if hosts < 2 || hosts < leaves {
+            return Err(format!("hosts = {hosts}: need at least 2 hosts and one per leaf ({leaves} leaves)"));
+        }
+        let mut t = Topology::new();
+        let hs: Vec<NodeId> = (0..hosts).map(|_| t.add_host()).collect();
+        let ls: Vec<NodeId> = (0..leaves).map(|_| t.add_switch(0)).collect();
+        let ss: Vec<NodeId> = (0..spines).map(|_| t.add_switch(1)).collect();
+        let (base, extra) = (hosts / leaves, hosts % leaves);
+        let mut next = 0usize;
+        for (i, &leaf) in ls.iter().enumerate() {
+            let count = base + u32::from((i as u32) < extra);
+            for _ in 0..count {
+                t.connect(hs[next], leaf, rate, delay);
+                next += 1;
+            }
+        }
+        for &leaf in &ls {
+            for &spine in &ss {
+                t.connect(leaf, spine, uplink_rate, delay);
+            }
+        }
+        Ok(t)
+    }
+
+    /// A three-tier k-ary fat-tree (Al-Fares et al. 2008): k pods of k/2 edge and k/2
+    /// aggregation switches, (k/2)^2 cores, k^3/4 hosts; non-blocking.
+    pub fn fat_tree(k: u32, rate: BitRate, delay: Time) -> Result<Topology, String> {
+        if k < 2 || k % 2 != 0 || k > 64 {
+            return Err(format!("k = {k}: a fat-tree needs an even k between 2 and 64"));
+        }
+        let half = k / 2;
+        let mut t = Topology::new();
+        let hs: Vec<NodeId> = (0..k * half * half).map(|_| t.add_host()).collect();
+        let edges: Vec<NodeId> = (0..k * half).map(|_| t.add_switch(0)).collect();
+        let aggs: Vec<NodeId> = (0..k * half).map(|_| t.add_switch(1)).collect();
+        let cores: Vec<NodeId> = (0..half * half).map(|_| t.add_switch(2)).collect();
+        for (i, &h) in hs.iter().enumerate() {
+            t.connect(h, edges[i / half as usize], rate, delay);
+        }
+        for pod in 0..k {
+            for e in 0..half {
+                for a in 0..half {
+                    t.connect(edges[(pod * half + e) as usize], aggs[(pod * half + a) as usize], rate, delay);
+                }
+            }
+        }
+        for pod in 0..k {
+            for a in 0..half {
+                for c in 0..half {
+                    t.connect(aggs[(pod * half + a) as usize], cores[(a * half + c) as usize], rate, delay);
+                }
+            }
+        }
+        Ok(t)
+    }
+
+    pub fn nodes(&self) -> &[NodeKind] {
+        &self.nodes
+    }
+    pub fn ports(&self) -> &[Port] {
+        &self.ports
+    }
+    pub fn port(&self, p: PortId) -> &Port {
+        &self.ports[p.index()]
+    }
+    pub fn node_ports(&self, n: NodeId) -> &[PortId] {
+        &self.node_ports[n.index()]
+    }
+    pub fn host_count(&self) -> u32 {
+        self.hosts.len() as u32
+    }
+    /// The node of host `h`.
+    pub fn host_node(&self, h: HostId) -> NodeId {
+        self.hosts[h.index()]
+    }
+    /// The one port of host `h` (hosts have a single NIC port).
+    pub fn host_port(&self, h: HostId) -> PortId {
+        self.node_ports[self.hosts[h.index()].index()][0]
+    }
+    pub fn switch_count(&self) -> usize {
+        self.nodes.iter().filter(|k| matches!(k, NodeKind::Switch { .. })).count()
+    }
+    /// Hop distances (links) from host `h` to every node, by breadth-first search.
+    pub fn distances_from(&self, h: HostId) -> Vec<u32> {
+        let mut dist = vec![u32::MAX; self.nodes.len()];
+        let start = self.hosts[h.index()];
+        dist[start.index()] = 0;
+        let mut queue = VecDeque::from([start]);
+        while let Some(n) = queue.pop_front() {
+            for &p in &self.node_ports[n.index()] {
+                let next = self.ports[self.ports[p.index()].peer.index()].node;
+                if dist[next.index()] == u32::MAX {
+                    dist[next.index()] = dist[n.index()] + 1;
+                    queue.push_back(next);
+                }
+            }
+        }
+        dist
+    }
+}
+
+/// Minimal-path forwarding: for every (switch, destination host), the ports on a shortest
+/// path, and the static choice among them.
+#[derive(Clone, Debug)]
+pub struct Routes {
+    hosts: usize,
+    /// Per node, per destination host: a range into `pool`.
+    ranges: Vec<(u32, u16)>,
+    pool: Vec<PortId>,
+    statics: Vec<PortId>,
+}
+
+impl Routes {
+    /// Builds tables for every switch. In a fat-tree or leaf-spine the shortest paths are
+    /// exactly the up/down paths. The static choice is d-mod-k: a switch at tier `t` with
+    /// `n` candidate ports picks `(dst / n^t) mod n`, so destinations spread evenly.
+    /// Errors if some host cannot reach another.
+    pub fn minimal(topo: &Topology) -> Result<Routes, String> {
+        let hosts = topo.host_count() as usize;
+        let nodes = topo.nodes().len();
+        let mut ranges = vec![(0u32, 0u16); nodes * hosts];
+        let mut pool = Vec::new();
+        let mut statics = vec![PortId(u32::MAX); nodes * hosts];
+        for d in 0..hosts {
+            let dist = topo.distances_from(HostId(d as u32));
+            if let Some(h) = (0..hosts).find(|&h| dist[topo.host_node(HostId(h as u32)).index()] == u32::MAX) {
+                return Err(format!("host {h} cannot reach host {d}: the topology is not connected"));
+            }
+            for (n, kind) in topo.nodes().iter().enumerate() {
+                let NodeKind::Switch { tier } = *kind else { continue };
+                let start = pool.len() as u32;
+                for &p in topo.node_ports(NodeId(n as u32)) {
+                    let next = topo.port(topo.port(p).peer).node;
+                    if dist[next.index()] + 1 == dist[n] {
+                        pool.push(p);
+                    }
+                }
+                let len = (pool.len() as u32 - start) as u16;
+                ranges[n * hosts + d] = (start, len);
+                let stride = (len as usize).checked_pow(tier as u32).unwrap_or(usize::MAX).max(1);
+                statics[n * hosts + d] = pool[start as usize + (d / stride) % len as usize];
+            }
+        }
+        Ok(Routes { hosts, ranges, pool, statics })
+    }
+
+    /// Ports of `switch` on a shortest path to host `dst`.
+    pub fn candidates(&self, switch: NodeId, dst: HostId) -> &[PortId] {
+        let (start, len) = self.ranges[switch.index() * self.hosts + dst.index()];
+        &self.pool[start as usize..start as usize + len as usize]
+    }
+
+    /// The static (d-mod-k) choice of `switch` toward host `dst`.
+    pub fn static_port(&self, switch: NodeId, dst: HostId) -> PortId {
+        self.statics[switch.index() * self.hosts + dst.index()]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fat_tree_sizes() {
+        let t = Topology::fat_tree(8, BitRate::gbps(400), Time::from_ns(25)).unwrap();
+        assert_eq!(t.host_count(), 128);
+        assert_eq!(t.switch_count(), 80);
+        // Every switch has k ports.
+        for (n, kind) in t.nodes().iter().enumerate() {
+            if matches!(kind, NodeKind::Switch { .. }) {
+                assert_eq!(t.node_ports(NodeId(n as u32)).len(), 8);
+            }
+        }
+    }
+
+    #[test]
+    fn fat_tree_static_routes_are_minimal_and_spread() {
+        let t = Topology::fat_tree(4, BitRate::gbps(100), Time::from_ns(10)).unwrap();
+        let r = Routes::minimal(&t).unwrap();
+        // Edge switch of host 0: two up-candidates toward a remote pod; hosts 8 and 9
+        // (same remote edge) go up different ports.
+        let edge = t.port(t.port(t.host_port(HostId(0))).peer).node;
+        assert_eq!(r.candidates(edge, HostId(8)).len(), 2);
+        assert_ne!(r.static_port(edge, HostId(8)), r.static_port(edge, HostId(9)));
+        // Toward a local host there is one way down.
+        assert_eq!(r.candidates(edge, HostId(1)), &[t.port(t.host_port(HostId(1))).peer]);
+    }
+
+    #[test]
+    fn leaf_spine_spreads_hosts() {
+        let t = Topology::leaf_spine(10, 4, 2, BitRate::gbps(100), BitRate::gbps(200), Time::ZERO).unwrap();
+        assert_eq!(t.host_count(), 10);
+        let leaf_hosts: Vec<usize> = t
+            .nodes()
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| **k == NodeKind::Switch { tier: 0 })
+            .map(|(n, _)| t.node_ports(NodeId(n as u32)).len() - 2)
+            .collect();
+        assert_eq!(leaf_hosts, vec![3, 3, 2, 2]);
+        assert!(Topology::leaf_spine(3, 4, 1, BitRate::gbps(1), BitRate::gbps(1), Time::ZERO).is_err());
+    }
+}
