@@ -1,1 +1,178 @@
-fn main(){}
+//! The `fabricsim` command line. Standard output carries results only; progress and
+//! errors go to standard error. Bad input exits with status 2.
+
+use clap::{Parser, Subcommand, ValueEnum};
+use fabricsim::experiment;
+use fabricsim::pcap::{self, LinkType};
+use fabricsim::results::{self, write_atomic};
+use fabricsim::scenario::Scenario;
+use fabricsim_fabric::infiniband::CaptureFilter;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The scenario `fabricsim run` uses when given no file (also examples/default.toml).
+const DEFAULT_SCENARIO: &str = include_str!("../../../examples/default.toml");
+/// The benchmark's reference scenario: a 128-host k=8 fat-tree, permutation of 64 MiB.
+const BENCH_SCENARIO: &str = include_str!("../../../examples/bench-fat-tree-k8.toml");
+
+#[derive(Parser)]
+#[command(name = "fabricsim", version, about = "Packet-level InfiniBand fabric simulator for AI clusters")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum PcapLink {
+    /// ERF records (link type 197): tshark 4.0 decodes them.
+    Erf,
+    /// LINKTYPE_INFINIBAND (247): raw packets, for newer readers.
+    Infiniband,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a scenario (the built-in default when FILE is omitted).
+    Run {
+        file: Option<PathBuf>,
+        /// Print the JSON summary on standard output.
+        #[arg(long)]
+        json: bool,
+        /// Write summary.json, flows.csv and ports.csv into this folder.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Write the run's packets (as they leave their source HCA) to this pcap file.
+        #[arg(long)]
+        pcap: Option<PathBuf>,
+        /// Capture at most this many packets.
+        #[arg(long)]
+        pcap_count: Option<u64>,
+        /// Capture only these flows (comma-separated flow ids as in flows.csv).
+        #[arg(long, value_delimiter = ',')]
+        pcap_flows: Option<Vec<u32>>,
+        /// Capture link type.
+        #[arg(long, value_enum, default_value = "erf")]
+        pcap_link: PcapLink,
+        /// Override the scenario's seed.
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+    /// Validate a scenario and print the effective configuration, defaults filled in.
+    Check { file: PathBuf },
+    /// Run the reference benchmark and print events/s, ns/event, wall time and memory.
+    Bench {
+        /// Bytes per host instead of the reference 64 MiB (e.g. "8MiB"), for quick looks.
+        #[arg(long)]
+        size: Option<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match dispatch(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(msg) => {
+            eprintln!("fabricsim: {msg}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn load(file: &Option<PathBuf>) -> Result<Scenario, String> {
+    match file {
+        Some(path) => Scenario::load(path).map_err(|e| e.to_string()),
+        None => Scenario::parse(DEFAULT_SCENARIO, "default").map_err(|e| e.to_string()),
+    }
+}
+
+fn dispatch(cmd: Command) -> Result<(), String> {
+    match cmd {
+        Command::Run { file, json, out, pcap, pcap_count, pcap_flows, pcap_link, seed } => {
+            let mut scenario = load(&file)?;
+            if let Some(s) = seed {
+                scenario.seed = s;
+            }
+            let flow_count = fabricsim_fabric::workload::messages(&scenario.traffic, scenario.seed).len() as u32;
+            if let Some(bad) = pcap_flows.iter().flatten().find(|&&f| f >= flow_count) {
+                return Err(format!("--pcap-flows {bad}: the scenario has flows 0 to {}", flow_count.saturating_sub(1)));
+            }
+            let capture = pcap.as_ref().map(|_| CaptureFilter { limit: pcap_count, flows: pcap_flows });
+            let outcome = experiment::run(&scenario, capture, true)?;
+            let summary = results::summary(&scenario, &outcome);
+            if let Some(dir) = &out {
+                results::write_out_dir(dir, &summary, &outcome.report)
+                    .map_err(|e| format!("--out {}: {e}", dir.display()))?;
+            }
+            if let Some(path) = &pcap {
+                let link = match pcap_link {
+                    PcapLink::Erf => LinkType::Erf,
+                    PcapLink::Infiniband => LinkType::Infiniband,
+                };
+                write_atomic(path, &pcap::encode(&outcome.captured, link))
+                    .map_err(|e| format!("--pcap {}: {e}", path.display()))?;
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&summary).expect("summary serialises"));
+            } else {
+                println!(
+                    "{}: {} of {} flows completed in {} simulated; goodput {:.2} Gb/s; FCT p50 {} ns, p99 {} ns; {} events in {:.3} s ({:.1} M events/s)",
+                    summary.scenario,
+                    summary.flows.completed,
+                    summary.flows.count,
+                    outcome.report.sim_time,
+                    summary.goodput_gbps,
+                    summary.fct_ns.p50,
+                    summary.fct_ns.p99,
+                    summary.events,
+                    summary.wall_seconds,
+                    summary.events_per_second / 1e6
+                );
+            }
+            Ok(())
+        }
+        Command::Check { file } => {
+            let scenario = load(&Some(file))?;
+            scenario.build_topology()?;
+            print!("{}", scenario.effective_toml());
+            Ok(())
+        }
+        Command::Bench { size } => bench(size),
+    }
+}
+
+/// Peak resident memory of this process in bytes (Linux VmHWM), if readable.
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+fn bench(size: Option<String>) -> Result<(), String> {
+    let mut text = BENCH_SCENARIO.to_string();
+    if let Some(s) = size {
+        text = text.replace("size = \"64MiB\"", &format!("size = \"{s}\""));
+    }
+    let scenario = Scenario::parse(&text, "bench-fat-tree-k8").map_err(|e| e.to_string())?;
+    let before = peak_rss().unwrap_or(0);
+    let outcome = experiment::run(&scenario, None, true)?;
+    let after = peak_rss().unwrap_or(0);
+    let r = &outcome.report;
+    let ns_per_event = outcome.wall_seconds * 1e9 / r.events as f64;
+    let in_flight = r.peak_packets_in_flight.max(1);
+    println!("scenario            {}", scenario.name);
+    println!("hosts               128 (k=8 fat-tree), permutation");
+    println!("events              {}", r.events);
+    println!("wall_seconds        {:.3}", outcome.wall_seconds);
+    println!("events_per_second   {:.0}", r.events as f64 / outcome.wall_seconds);
+    println!("ns_per_event        {:.1}", ns_per_event);
+    println!("simulated           {}", r.sim_time);
+    println!("goodput_gbps        {:.1}", results::goodput_gbps(r));
+    println!("peak_rss_bytes      {after}");
+    println!("peak_packets_in_flight {}", r.peak_packets_in_flight);
+    println!(
+        "bytes_per_packet_in_flight {:.0} (growth of peak RSS during the run / peak packets in flight)",
+        after.saturating_sub(before) as f64 / in_flight as f64
+    );
+    Ok(())
+}

@@ -206,6 +206,8 @@ pub struct Routes {
     ranges: Vec<(u32, u16)>,
     pool: Vec<PortId>,
     statics: Vec<PortId>,
+    /// Links on a shortest path, per (destination host, source host).
+    hops: Vec<u8>,
 }
 
 impl Routes {
@@ -219,8 +221,12 @@ impl Routes {
         let mut ranges = vec![(0u32, 0u16); nodes * hosts];
         let mut pool = Vec::new();
         let mut statics = vec![PortId(u32::MAX); nodes * hosts];
+        let mut hops = vec![0u8; hosts * hosts];
         for d in 0..hosts {
             let dist = topo.distances_from(HostId(d as u32));
+            for s in 0..hosts {
+                hops[d * hosts + s] = dist[topo.host_node(HostId(s as u32)).index()].min(255) as u8;
+            }
             if let Some(h) = (0..hosts).find(|&h| dist[topo.host_node(HostId(h as u32)).index()] == u32::MAX) {
                 return Err(format!("host {h} cannot reach host {d}: the topology is not connected"));
             }
@@ -239,13 +245,18 @@ impl Routes {
                 statics[n * hosts + d] = pool[start as usize + (d / stride) % len as usize];
             }
         }
-        Ok(Routes { hosts, ranges, pool, statics })
+        Ok(Routes { hosts, ranges, pool, statics, hops })
     }
 
     /// Ports of `switch` on a shortest path to host `dst`.
     pub fn candidates(&self, switch: NodeId, dst: HostId) -> &[PortId] {
         let (start, len) = self.ranges[switch.index() * self.hosts + dst.index()];
         &self.pool[start as usize..start as usize + len as usize]
+    }
+
+    /// Links on a shortest path from host `src` to host `dst`.
+    pub fn hops(&self, src: HostId, dst: HostId) -> u32 {
+        self.hops[dst.index() * self.hosts + src.index()] as u32
     }
 
     /// The static (d-mod-k) choice of `switch` toward host `dst`.

@@ -56,11 +56,17 @@ impl RcSender {
 
     /// Takes the next segment, if any.
     pub fn next_segment(&mut self) -> Option<Segment> {
+        let seg = self.peek()?;
+        self.next += 1;
+        Some(seg)
+    }
+
+    /// The next segment, without taking it.
+    pub fn peek(&self) -> Option<Segment> {
         if !self.has_more() {
             return None;
         }
         let index = self.next;
-        self.next += 1;
         let offset = index as u64 * self.mtu as u64;
         let payload = (self.size - offset).min(self.mtu as u64) as u32;
         let last = index + 1 == self.packets;

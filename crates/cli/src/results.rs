@@ -1,0 +1,171 @@
+//! Results: the JSON summary of shared/SCENARIO.md, flows.csv and ports.csv, written
+//! atomically (temporary file, then rename) so an interrupted run never leaves half a file.
+
+use crate::experiment::Outcome;
+use crate::scenario::Scenario;
+use fabricsim_fabric::report::RunReport;
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::Path;
+
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct FlowCounts {
+    pub count: usize,
+    pub completed: usize,
+    pub bytes: u64,
+}
+
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct Percentiles {
+    pub p50: u64,
+    pub p99: u64,
+    pub max: u64,
+}
+
+/// The summary printed by `--json`: the contract's fields first, then ours.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct Summary {
+    pub scenario: String,
+    pub fabric: &'static str,
+    pub sim_time_ns: u64,
+    pub events: u64,
+    pub wall_seconds: f64,
+    pub flows: FlowCounts,
+    pub fct_ns: Percentiles,
+    pub goodput_gbps: f64,
+    pub drops: u64,
+    pub retransmitted_packets: u64,
+    pub pfc_pause_frames: u64,
+    /// On InfiniBand: packets marked FECN.
+    pub ecn_marked: u64,
+    /// On InfiniBand: BECN notifications returned to sources.
+    pub cnps: u64,
+    pub seed: u64,
+    pub events_per_second: f64,
+    pub credit_stall_ns: u64,
+    pub peak_queue_bytes: u64,
+    pub peak_packets_in_flight: u64,
+    pub duplicates: u64,
+    pub buffer_overflows: u64,
+    pub stopped_by_time: bool,
+}
+
+/// Nearest-rank percentile of sorted values.
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Delivered payload x 8 / (last finish - first start), in Gb/s.
+pub fn goodput_gbps(r: &RunReport) -> f64 {
+    let done: Vec<_> = r.flows.iter().filter(|f| f.finish.is_some()).collect();
+    let (Some(first), Some(last)) = (
+        done.iter().map(|f| f.start).min(),
+        done.iter().filter_map(|f| f.finish).max(),
+    ) else {
+        return 0.0;
+    };
+    let bytes: u64 = done.iter().map(|f| f.delivered_bytes).sum();
+    if last <= first {
+        return 0.0;
+    }
+    bytes as f64 * 8.0 / ((last - first).ps() as f64 * 1e-12) / 1e9
+}
+
+pub fn summary(scenario: &Scenario, out: &Outcome) -> Summary {
+    let r = &out.report;
+    let mut fcts: Vec<u64> = r.flows.iter().filter_map(|f| f.finish.map(|t| (t - f.start).ns())).collect();
+    fcts.sort_unstable();
+    Summary {
+        scenario: scenario.name.clone(),
+        fabric: "infiniband",
+        sim_time_ns: r.sim_time.ns(),
+        events: r.events,
+        wall_seconds: out.wall_seconds,
+        flows: FlowCounts {
+            count: r.flows.len(),
+            completed: fcts.len(),
+            bytes: r.flows.iter().map(|f| f.bytes).sum(),
+        },
+        fct_ns: Percentiles { p50: percentile(&fcts, 50.0), p99: percentile(&fcts, 99.0), max: fcts.last().copied().unwrap_or(0) },
+        goodput_gbps: goodput_gbps(r),
+        drops: r.drops,
+        retransmitted_packets: r.retransmitted_packets,
+        pfc_pause_frames: 0,
+        ecn_marked: r.fecn_marks,
+        cnps: r.becns,
+        seed: scenario.seed,
+        events_per_second: if out.wall_seconds > 0.0 { r.events as f64 / out.wall_seconds } else { 0.0 },
+        credit_stall_ns: r.ports.iter().map(|p| p.credit_stall.ns()).sum(),
+        peak_queue_bytes: r.ports.iter().map(|p| p.peak_queue_bytes).max().unwrap_or(0),
+        peak_packets_in_flight: r.peak_packets_in_flight,
+        duplicates: r.duplicates,
+        buffer_overflows: r.buffer_overflows,
+        stopped_by_time: r.stopped_by_time,
+    }
+}
+
+/// flows.csv: `flow_id,src,dst,bytes,start_ns,finish_ns,fct_ns,slowdown`; unfinished
+/// flows have empty finish, fct and slowdown. Slowdown is FCT / ideal FCT, floored at 1.
+pub fn flows_csv(r: &RunReport) -> String {
+    let mut s = String::from("flow_id,src,dst,bytes,start_ns,finish_ns,fct_ns,slowdown\n");
+    for (i, f) in r.flows.iter().enumerate() {
+        let _ = write!(s, "{i},{},{},{},{:.3},", f.src, f.dst, f.bytes, ns3(f.start.ps()));
+        match f.finish {
+            Some(t) => {
+                let fct = (t - f.start).ps();
+                let slowdown = (fct as f64 / f.ideal.ps() as f64).max(1.0);
+                let _ = writeln!(s, "{:.3},{:.3},{:.4}", ns3(t.ps()), ns3(fct), slowdown);
+            }
+            None => s.push_str(",,\n"),
+        }
+    }
+    s
+}
+
+fn ns3(ps: u64) -> f64 {
+    ps as f64 / 1000.0
+}
+
+/// ports.csv: one row per directed port.
+pub fn ports_csv(r: &RunReport) -> String {
+    let mut s = String::from("node,port,peer_node,tx_bytes,tx_packets,credit_packets,peak_queue_bytes,peak_input_bytes,credit_stall_ns\n");
+    for p in &r.ports {
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{},{},{},{},{:.3}",
+            p.node,
+            p.port,
+            p.peer_node,
+            p.tx_bytes,
+            p.tx_packets,
+            p.credit_packets,
+            p.peak_queue_bytes,
+            p.peak_input_bytes,
+            ns3(p.credit_stall.ps())
+        );
+    }
+    s
+}
+
+/// Writes `data` to `path` atomically: a temporary file beside it, then a rename.
+pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension(format!(
+        "{}.tmp",
+        path.extension().map(|e| e.to_string_lossy().into_owned()).unwrap_or_default()
+    ));
+    std::fs::write(&tmp, data)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Writes summary.json, flows.csv and ports.csv into `dir` (created if missing).
+pub fn write_out_dir(dir: &Path, summary: &Summary, r: &RunReport) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let json = serde_json::to_string_pretty(summary).expect("summary serialises");
+    write_atomic(&dir.join("summary.json"), format!("{json}\n").as_bytes())?;
+    write_atomic(&dir.join("flows.csv"), flows_csv(r).as_bytes())?;
+    write_atomic(&dir.join("ports.csv"), ports_csv(r).as_bytes())
+}

@@ -1,0 +1,567 @@
+//! Scenario files: the TOML contract of shared/SCENARIO.md, parsed into a validated
+//! [`Scenario`]. Every error names the key, the value and, where known, the line.
+
+use fabricsim_core::proto::ibcc::CcParams;
+use fabricsim_core::topology::Topology;
+use fabricsim_core::units::{parse_quantity, BitRate, ByteSize, Dimension, HostId, Time};
+use fabricsim_fabric::infiniband::{default_sl_to_vl, IbCc, IbConfig};
+use fabricsim_fabric::workload::Traffic;
+use serde::Deserialize;
+use std::fmt::Write as _;
+use std::path::Path;
+use toml::Spanned;
+
+/// A scenario that could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("cannot read scenario file {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// A quantity as written: a string with a unit, or a bare number.
+#[derive(Deserialize, Clone, Debug)]
+#[serde(untagged)]
+enum Raw {
+    Int(i64),
+    Float(f64),
+    Str(String),
+}
+
+type Q = Option<Spanned<Raw>>;
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileRoot {
+    name: Option<String>,
+    seed: Option<i64>,
+    stop_at: Q,
+    #[serde(default)]
+    fabric: FileFabric,
+    #[serde(default)]
+    topology: FileTopology,
+    #[serde(default)]
+    traffic: Vec<FileTraffic>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileFabric {
+    kind: Option<Spanned<String>>,
+    link_rate: Q,
+    mtu: Q,
+    switch_latency: Q,
+    link_delay: Q,
+    cable_length: Q,
+    #[serde(default)]
+    infiniband: FileIb,
+    rocev2: Option<toml::Table>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileIb {
+    virtual_lanes: Q,
+    adaptive_routing: Option<bool>,
+    congestion_control: Option<bool>,
+    vl_buffer: Q,
+    vl_weights: Option<Vec<Spanned<Raw>>>,
+    sl_to_vl: Option<Vec<Spanned<Raw>>>,
+    ack_every: Q,
+    credit_refresh: Q,
+    hca_tx_latency: Q,
+    hca_rx_latency: Q,
+    fecn_threshold: Q,
+    ccti_increase: Q,
+    ccti_limit: Q,
+    ccti_timer: Q,
+    cct_step: Q,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileTopology {
+    kind: Option<Spanned<String>>,
+    hosts: Q,
+    leaves: Q,
+    spines: Q,
+    uplink_rate: Q,
+    k: Q,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileTraffic {
+    kind: Spanned<String>,
+    src: Q,
+    dst: Q,
+    senders: Option<Vec<Spanned<Raw>>>,
+    hosts: Option<Vec<Spanned<Raw>>>,
+    size: Q,
+    start: Q,
+    sl: Q,
+}
+
+/// The topology a scenario asks for.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TopologySpec {
+    SingleSwitch { hosts: u32 },
+    LeafSpine { hosts: u32, leaves: u32, spines: u32, uplink_rate: BitRate },
+    FatTree { k: u32 },
+}
+
+/// A validated scenario with every default filled in.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub name: String,
+    pub seed: u64,
+    pub stop_at: Option<Time>,
+    pub link_rate: BitRate,
+    pub link_delay: Time,
+    pub ib: IbConfig,
+    pub topology: TopologySpec,
+    pub traffic: Vec<Traffic>,
+}
+
+/// Default link rate: NDR 400 Gb/s per 4x port (REFERENCE.md section 2).
+const DEFAULT_LINK_RATE: BitRate = BitRate::gbps(400);
+/// Default propagation: 5 m of cable at about 5 ns per metre (REFERENCE.md section 2).
+const DEFAULT_LINK_DELAY: Time = Time::from_ns(25);
+/// Propagation per metre of cable, in picoseconds (REFERENCE.md section 2).
+const PS_PER_METRE: u64 = 5_000;
+
+/// Resolves line numbers for error messages.
+struct Ctx<'a> {
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn line(&self, span: std::ops::Range<usize>) -> usize {
+        self.text[..span.start.min(self.text.len())].matches('\n').count() + 1
+    }
+
+    fn err(&self, key: &str, v: &Spanned<Raw>, msg: &str) -> ScenarioError {
+        ScenarioError::Invalid(format!("line {}: {key} = {}: {msg}", self.line(v.span()), show(v.get_ref())))
+    }
+
+    fn quantity(&self, key: &str, v: &Q, dim: Dimension) -> Result<Option<u64>, ScenarioError> {
+        let Some(v) = v else { return Ok(None) };
+        let value = match v.get_ref() {
+            Raw::Str(s) => parse_quantity(s, dim).map_err(|m| self.err(key, v, &m))?,
+            Raw::Int(i) if dim == Dimension::Size && *i >= 0 => *i as u64,
+            Raw::Int(i) if *i < 0 => return Err(self.err(key, v, "must not be negative")),
+            Raw::Int(0) if dim == Dimension::Time => 0,
+            _ => {
+                return Err(self.err(
+                    key,
+                    v,
+                    &format!("a {} needs a unit, as a string like \"{}\"", dim.name(), example(dim)),
+                ))
+            }
+        };
+        Ok(Some(value))
+    }
+
+    fn positive(&self, key: &str, v: &Q, dim: Dimension) -> Result<Option<u64>, ScenarioError> {
+        match self.quantity(key, v, dim)? {
+            Some(0) => Err(self.err(key, v.as_ref().expect("parsed"), &format!("a {} must be above zero", dim.name()))),
+            other => Ok(other),
+        }
+    }
+
+    fn count(&self, key: &str, v: &Q, min: u64, max: u64) -> Result<Option<u64>, ScenarioError> {
+        let Some(s) = v else { return Ok(None) };
+        match s.get_ref() {
+            Raw::Int(i) if *i >= min as i64 && *i as u64 <= max => Ok(Some(*i as u64)),
+            Raw::Int(_) => Err(self.err(key, s, &format!("must be an integer from {min} to {max}"))),
+            _ => Err(self.err(key, s, "must be a plain integer")),
+        }
+    }
+
+    fn host(&self, key: &str, v: &Spanned<Raw>, hosts: u32) -> Result<HostId, ScenarioError> {
+        match v.get_ref() {
+            Raw::Int(i) if *i >= 0 && (*i as u64) < hosts as u64 => Ok(HostId(*i as u32)),
+            Raw::Int(_) => Err(self.err(
+                key,
+                v,
+                &format!("host index out of range: the topology has hosts 0 to {}", hosts - 1),
+            )),
+            _ => Err(self.err(key, v, "must be a host index (an integer)")),
+        }
+    }
+}
+
+fn example(dim: Dimension) -> &'static str {
+    match dim {
+        Dimension::Time => "1.5us",
+        Dimension::Size => "4KiB",
+        Dimension::Rate => "400Gbps",
+        Dimension::Length => "5m",
+    }
+}
+
+fn show(r: &Raw) -> String {
+    match r {
+        Raw::Int(i) => i.to_string(),
+        Raw::Float(f) => f.to_string(),
+        Raw::Str(s) => format!("\"{s}\""),
+    }
+}
+
+fn invalid(msg: String) -> ScenarioError {
+    ScenarioError::Invalid(msg)
+}
+
+impl Scenario {
+    /// Reads and validates a scenario file; the name defaults to the file stem.
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ScenarioError::Read { path: path.display().to_string(), source })?;
+        let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        Scenario::parse(&text, &stem).map_err(|e| match e {
+            ScenarioError::Invalid(m) => ScenarioError::Invalid(format!("{}: {m}", path.display())),
+            other => other,
+        })
+    }
+
+    /// Parses and validates scenario text.
+    pub fn parse(text: &str, default_name: &str) -> Result<Scenario, ScenarioError> {
+        let root: FileRoot = toml::from_str(text).map_err(|e| invalid(one_line(&e.to_string())))?;
+        let c = Ctx { text };
+        let fabric = &root.fabric;
+        if let Some(kind) = &fabric.kind {
+            match kind.get_ref().as_str() {
+                "infiniband" => {}
+                "rocev2" => {
+                    return Err(invalid(format!(
+                        "line {}: fabric.kind = \"rocev2\": the RoCEv2 fabric is not built yet (issue 3); use \"infiniband\"",
+                        c.line(kind.span())
+                    )))
+                }
+                other => {
+                    return Err(invalid(format!(
+                        "line {}: fabric.kind = \"{other}\": expected \"infiniband\" or \"rocev2\"",
+                        c.line(kind.span())
+                    )))
+                }
+            }
+        }
+        let _ = &fabric.rocev2; // read only when kind = "rocev2"
+        let link_rate = BitRate(c.positive("fabric.link_rate", &fabric.link_rate, Dimension::Rate)?.unwrap_or(DEFAULT_LINK_RATE.bps()));
+        let link_delay = match (
+            c.quantity("fabric.link_delay", &fabric.link_delay, Dimension::Time)?,
+            c.quantity("fabric.cable_length", &fabric.cable_length, Dimension::Length)?,
+        ) {
+            (Some(_), Some(_)) => {
+                return Err(invalid("fabric.link_delay and fabric.cable_length both given: set one".into()))
+            }
+            (Some(d), None) => Time(d),
+            (None, Some(mm)) => Time(mm * PS_PER_METRE / 1000),
+            (None, None) => DEFAULT_LINK_DELAY,
+        };
+        let mut ib = IbConfig::default();
+        if let Some(m) = &fabric.mtu {
+            let mtu = c.count("fabric.mtu", &fabric.mtu, 1, u32::MAX as u64)?.unwrap_or(4096) as u32;
+            if ![256, 512, 1024, 2048, 4096].contains(&mtu) {
+                return Err(c.err("fabric.mtu", m, "InfiniBand MTU must be 256, 512, 1024, 2048 or 4096"));
+            }
+            ib.mtu = mtu;
+        }
+        if let Some(l) = c.quantity("fabric.switch_latency", &fabric.switch_latency, Dimension::Time)? {
+            ib.switch_latency = Time(l);
+        }
+        let f = &fabric.infiniband;
+        let key = |k: &str| format!("fabric.infiniband.{k}");
+        if let Some(v) = c.count(&key("virtual_lanes"), &f.virtual_lanes, 1, 15)? {
+            ib.virtual_lanes = v as u8;
+            ib.sl_to_vl = default_sl_to_vl(ib.virtual_lanes);
+            ib.vl_weights = vec![255; v as usize];
+        }
+        ib.adaptive_routing = f.adaptive_routing.unwrap_or(false);
+        if let Some(b) = c.positive(&key("vl_buffer"), &f.vl_buffer, Dimension::Size)? {
+            if b % 64 != 0 || b > 128 * 1024 || b < 4160 {
+                return Err(c.err(
+                    &key("vl_buffer"),
+                    f.vl_buffer.as_ref().expect("parsed"),
+                    "must be a multiple of 64 bytes from 4160 B (one MTU packet) to 128 KiB (2048 credit blocks)",
+                ));
+            }
+            ib.vl_buffer = b as u32;
+        }
+        if let Some(ws) = &f.vl_weights {
+            if ws.len() != ib.virtual_lanes as usize {
+                return Err(invalid(format!(
+                    "{}: {} weights given for {} virtual lanes",
+                    key("vl_weights"),
+                    ws.len(),
+                    ib.virtual_lanes
+                )));
+            }
+            ib.vl_weights = ws
+                .iter()
+                .map(|w| c.count(&key("vl_weights"), &Some(w.clone()), 1, 255).map(|v| v.expect("given") as u32))
+                .collect::<Result<_, _>>()?;
+        }
+        if let Some(map) = &f.sl_to_vl {
+            if map.len() != 16 {
+                return Err(invalid(format!("{}: needs 16 entries (one per SL), got {}", key("sl_to_vl"), map.len())));
+            }
+            for (i, v) in map.iter().enumerate() {
+                let vl = c.count(&key("sl_to_vl"), &Some(v.clone()), 0, ib.virtual_lanes as u64 - 1)?.expect("given");
+                ib.sl_to_vl[i] = vl as u8;
+            }
+        }
+        if let Some(a) = c.count(&key("ack_every"), &f.ack_every, 1, 1 << 20)? {
+            ib.ack_every = a as u32;
+        }
+        if let Some(t) = c.positive(&key("credit_refresh"), &f.credit_refresh, Dimension::Time)? {
+            ib.credit_refresh = Time(t);
+        }
+        if let Some(t) = c.quantity(&key("hca_tx_latency"), &f.hca_tx_latency, Dimension::Time)? {
+            ib.hca_tx_latency = Time(t);
+        }
+        if let Some(t) = c.quantity(&key("hca_rx_latency"), &f.hca_rx_latency, Dimension::Time)? {
+            ib.hca_rx_latency = Time(t);
+        }
+        let cc_keys = [&f.fecn_threshold, &f.ccti_increase, &f.ccti_limit, &f.ccti_timer, &f.cct_step];
+        if f.congestion_control == Some(true) {
+            let mut cc = IbCc::default();
+            let d = CcParams::default();
+            cc.fecn_threshold = c.quantity(&key("fecn_threshold"), &f.fecn_threshold, Dimension::Size)?.unwrap_or(cc.fecn_threshold);
+            cc.source.ccti_increase = c.count(&key("ccti_increase"), &f.ccti_increase, 1, 16383)?.map_or(d.ccti_increase, |v| v as u32);
+            cc.source.ccti_limit = c.count(&key("ccti_limit"), &f.ccti_limit, 1, 16383)?.map_or(d.ccti_limit, |v| v as u32);
+            cc.source.ccti_timer = c.positive(&key("ccti_timer"), &f.ccti_timer, Dimension::Time)?.map_or(d.ccti_timer, Time);
+            cc.source.cct_step = c.quantity(&key("cct_step"), &f.cct_step, Dimension::Time)?.map_or(d.cct_step, Time);
+            ib.congestion_control = Some(cc);
+        } else if cc_keys.iter().any(|k| k.is_some()) {
+            return Err(invalid(
+                "fabric.infiniband: congestion-control parameters given but congestion_control is not true; they would do nothing".into(),
+            ));
+        }
+
+        let t = &root.topology;
+        let tkind = t.kind.as_ref().map(|k| k.get_ref().as_str()).unwrap_or("single-switch");
+        let topology = match tkind {
+            "single-switch" => {
+                reject_keys(&[("topology.leaves", &t.leaves), ("topology.spines", &t.spines), ("topology.k", &t.k), ("topology.uplink_rate", &t.uplink_rate)], tkind)?;
+                TopologySpec::SingleSwitch { hosts: c.count("topology.hosts", &t.hosts, 2, 4096)?.unwrap_or(2) as u32 }
+            }
+            "leaf-spine" => {
+                reject_keys(&[("topology.k", &t.k)], tkind)?;
+                TopologySpec::LeafSpine {
+                    hosts: c.count("topology.hosts", &t.hosts, 2, 65536)?.unwrap_or(16) as u32,
+                    leaves: c.count("topology.leaves", &t.leaves, 1, 4096)?.unwrap_or(4) as u32,
+                    spines: c.count("topology.spines", &t.spines, 1, 4096)?.unwrap_or(2) as u32,
+                    uplink_rate: c.positive("topology.uplink_rate", &t.uplink_rate, Dimension::Rate)?.map_or(link_rate, BitRate),
+                }
+            }
+            "fat-tree" => {
+                reject_keys(&[("topology.hosts", &t.hosts), ("topology.leaves", &t.leaves), ("topology.spines", &t.spines), ("topology.uplink_rate", &t.uplink_rate)], tkind)?;
+                let k = c.count("topology.k", &t.k, 2, 64)?.unwrap_or(4) as u32;
+                if k % 2 != 0 {
+                    return Err(c.err("topology.k", t.k.as_ref().expect("parsed"), "a fat-tree needs an even k"));
+                }
+                TopologySpec::FatTree { k }
+            }
+            other => {
+                let line = t.kind.as_ref().map(|k| c.line(k.span())).unwrap_or(0);
+                return Err(invalid(format!(
+                    "line {line}: topology.kind = \"{other}\": expected \"single-switch\", \"leaf-spine\" or \"fat-tree\""
+                )));
+            }
+        };
+        let scenario_hosts = topology_hosts(&topology);
+        if let TopologySpec::LeafSpine { hosts, leaves, .. } = topology {
+            if hosts < leaves {
+                return Err(invalid(format!("topology.hosts = {hosts}: fewer hosts than leaves ({leaves})")));
+            }
+        }
+
+        let mut traffic = Vec::new();
+        for (i, tr) in root.traffic.iter().enumerate() {
+            let at = |k: &str| format!("traffic[{i}].{k}");
+            let size = c
+                .positive(&at("size"), &tr.size, Dimension::Size)?
+                .ok_or_else(|| invalid(format!("traffic[{i}]: size is required")))?;
+            let start = Time(c.quantity(&at("start"), &tr.start, Dimension::Time)?.unwrap_or(0));
+            let sl = c.count(&at("sl"), &tr.sl, 0, 15)?.unwrap_or(0) as u8;
+            let need = |v: &Q, k: &str| -> Result<HostId, ScenarioError> {
+                let v = v.as_ref().ok_or_else(|| invalid(format!("traffic[{i}] ({}): {k} is required", tr.kind.get_ref())))?;
+                c.host(&at(k), v, scenario_hosts)
+            };
+            let hosts_list = |list: &[Spanned<Raw>], k: &str| -> Result<Vec<HostId>, ScenarioError> {
+                let hs = list.iter().map(|v| c.host(&at(k), v, scenario_hosts)).collect::<Result<Vec<_>, _>>()?;
+                let mut sorted: Vec<u32> = hs.iter().map(|h| h.0).collect();
+                sorted.sort_unstable();
+                if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+                    return Err(invalid(format!("traffic[{i}].{k}: host {} is listed twice", w[0])));
+                }
+                Ok(hs)
+            };
+            let kind = tr.kind.get_ref().as_str();
+            let stray: &[(&str, bool)] = match kind {
+                "flow" => &[("senders", tr.senders.is_some()), ("hosts", tr.hosts.is_some())],
+                "incast" => &[("src", tr.src.is_some()), ("hosts", tr.hosts.is_some())],
+                "permutation" => &[("src", tr.src.is_some()), ("dst", tr.dst.is_some()), ("senders", tr.senders.is_some())],
+                _ => &[],
+            };
+            if let Some((k, _)) = stray.iter().find(|(_, present)| *present) {
+                return Err(invalid(format!("traffic[{i}].{k}: not a key of kind \"{kind}\"")));
+            }
+            traffic.push(match kind {
+                "flow" => {
+                    let (src, dst) = (need(&tr.src, "src")?, need(&tr.dst, "dst")?);
+                    if src == dst {
+                        return Err(invalid(format!("traffic[{i}]: src = dst = {src}; a flow needs two hosts")));
+                    }
+                    Traffic::Flow { src, dst, size, start, sl }
+                }
+                "incast" => {
+                    let dst = need(&tr.dst, "dst")?;
+                    let senders = hosts_list(
+                        tr.senders.as_deref().ok_or_else(|| invalid(format!("traffic[{i}] (incast): senders is required")))?,
+                        "senders",
+                    )?;
+                    if senders.is_empty() || senders.contains(&dst) {
+                        return Err(invalid(format!("traffic[{i}].senders: must be non-empty and exclude dst = {dst}")));
+                    }
+                    Traffic::Incast { senders, dst, size, start, sl }
+                }
+                "permutation" => {
+                    let hosts = match &tr.hosts {
+                        Some(list) => hosts_list(list, "hosts")?,
+                        None => (0..scenario_hosts).map(HostId).collect(),
+                    };
+                    if hosts.len() < 2 {
+                        return Err(invalid(format!("traffic[{i}].hosts: a permutation needs at least 2 hosts")));
+                    }
+                    Traffic::Permutation { hosts, size, start, sl }
+                }
+                other => {
+                    return Err(invalid(format!(
+                        "line {}: traffic[{i}].kind = \"{other}\": expected \"flow\", \"incast\" or \"permutation\"",
+                        c.line(tr.kind.span())
+                    )))
+                }
+            });
+        }
+        let seed = match root.seed {
+            Some(s) if s < 0 => return Err(invalid(format!("seed = {s}: must not be negative"))),
+            Some(s) => s as u64,
+            None => 1,
+        };
+        let stop_at = c.positive("stop_at", &root.stop_at, Dimension::Time)?.map(Time);
+        Ok(Scenario {
+            name: root.name.unwrap_or_else(|| default_name.to_string()),
+            seed,
+            stop_at,
+            link_rate,
+            link_delay,
+            ib,
+            topology,
+            traffic,
+        })
+    }
+
+    /// Builds the topology this scenario describes.
+    pub fn build_topology(&self) -> Result<Topology, String> {
+        match self.topology {
+            TopologySpec::SingleSwitch { hosts } => Topology::single_switch(hosts, self.link_rate, self.link_delay),
+            TopologySpec::LeafSpine { hosts, leaves, spines, uplink_rate } => {
+                Topology::leaf_spine(hosts, leaves, spines, self.link_rate, uplink_rate, self.link_delay)
+            }
+            TopologySpec::FatTree { k } => Topology::fat_tree(k, self.link_rate, self.link_delay),
+        }
+    }
+
+    /// The effective configuration as TOML, every default filled in.
+    pub fn effective_toml(&self) -> String {
+        let mut s = String::new();
+        let ib = &self.ib;
+        let _ = writeln!(s, "name = \"{}\"\nseed = {}", self.name, self.seed);
+        if let Some(t) = self.stop_at {
+            let _ = writeln!(s, "stop_at = \"{t}\"");
+        }
+        let _ = writeln!(
+            s,
+            "\n[fabric]\nkind = \"infiniband\"\nlink_rate = \"{}\"\nmtu = {}\nswitch_latency = \"{}\"\nlink_delay = \"{}\"",
+            self.link_rate, ib.mtu, ib.switch_latency, self.link_delay
+        );
+        let _ = writeln!(
+            s,
+            "\n[fabric.infiniband]\nvirtual_lanes = {}\nadaptive_routing = {}\ncongestion_control = {}\nvl_buffer = \"{}\"\nvl_weights = {:?}\nsl_to_vl = {:?}\nack_every = {}\ncredit_refresh = \"{}\"\nhca_tx_latency = \"{}\"\nhca_rx_latency = \"{}\"",
+            ib.virtual_lanes,
+            ib.adaptive_routing,
+            ib.congestion_control.is_some(),
+            ByteSize(ib.vl_buffer as u64),
+            ib.vl_weights,
+            ib.sl_to_vl,
+            ib.ack_every,
+            ib.credit_refresh,
+            ib.hca_tx_latency,
+            ib.hca_rx_latency
+        );
+        if let Some(cc) = &ib.congestion_control {
+            let _ = writeln!(
+                s,
+                "fecn_threshold = \"{}\"\nccti_increase = {}\nccti_limit = {}\nccti_timer = \"{}\"\ncct_step = \"{}\"",
+                ByteSize(cc.fecn_threshold),
+                cc.source.ccti_increase,
+                cc.source.ccti_limit,
+                cc.source.ccti_timer,
+                cc.source.cct_step
+            );
+        }
+        let _ = match &self.topology {
+            TopologySpec::SingleSwitch { hosts } => writeln!(s, "\n[topology]\nkind = \"single-switch\"\nhosts = {hosts}"),
+            TopologySpec::LeafSpine { hosts, leaves, spines, uplink_rate } => writeln!(
+                s,
+                "\n[topology]\nkind = \"leaf-spine\"\nhosts = {hosts}\nleaves = {leaves}\nspines = {spines}\nuplink_rate = \"{uplink_rate}\""
+            ),
+            TopologySpec::FatTree { k } => writeln!(s, "\n[topology]\nkind = \"fat-tree\"\nk = {k}\n# hosts = {}", k * k * k / 4),
+        };
+        let ids = |v: &[HostId]| v.iter().map(|h| h.0).collect::<Vec<_>>();
+        for t in &self.traffic {
+            let _ = match t {
+                Traffic::Flow { src, dst, size, start, sl } => writeln!(
+                    s,
+                    "\n[[traffic]]\nkind = \"flow\"\nsrc = {src}\ndst = {dst}\nsize = \"{}\"\nstart = \"{start}\"\nsl = {sl}",
+                    ByteSize(*size)
+                ),
+                Traffic::Incast { senders, dst, size, start, sl } => writeln!(
+                    s,
+                    "\n[[traffic]]\nkind = \"incast\"\nsenders = {:?}\ndst = {dst}\nsize = \"{}\"\nstart = \"{start}\"\nsl = {sl}",
+                    ids(senders),
+                    ByteSize(*size)
+                ),
+                Traffic::Permutation { hosts, size, start, sl } => writeln!(
+                    s,
+                    "\n[[traffic]]\nkind = \"permutation\"\nhosts = {:?}\nsize = \"{}\"\nstart = \"{start}\"\nsl = {sl}",
+                    ids(hosts),
+                    ByteSize(*size)
+                ),
+            };
+        }
+        s
+    }
+}
+
+fn topology_hosts(t: &TopologySpec) -> u32 {
+    match *t {
+        TopologySpec::SingleSwitch { hosts } | TopologySpec::LeafSpine { hosts, .. } => hosts,
+        TopologySpec::FatTree { k } => k * k * k / 4,
+    }
+}
+
+fn reject_keys(keys: &[(&str, &Q)], kind: &str) -> Result<(), ScenarioError> {
+    match keys.iter().find(|(_, v)| v.is_some()) {
+        Some((k, _)) => Err(invalid(format!("{k}: not a key of topology kind \"{kind}\""))),
+        None => Ok(()),
+    }
+}
+
+/// toml's messages span several lines with a source excerpt; keep them, prefixed.
+fn one_line(msg: &str) -> String {
+    msg.trim_end().to_string()
+}

@@ -1,0 +1,19 @@
+//! The InfiniBand fabric at packet level.
+//!
+//! Architecture invariants:
+//! - Every directed port owns its transmitter and the link it drives: frames in flight sit
+//!   in the port's own FIFO (`wire`), and each port has at most one pending transmitter
+//!   event and one pending arrival event. Stale transmitter events are recognised by a
+//!   per-port generation number.
+//! - Switches are input-buffered per VL for credit accounting (credits return when a packet
+//!   has left the switch) and output-scheduled: each egress VL keeps one FIFO per input
+//!   port and serves the inputs round-robin, so there is no head-of-line blocking across
+//!   outputs. A packet is forwarded only when the downstream input buffer has credits for
+//!   it, so the fabric never drops.
+//! - HCAs consume arriving packets at once and return credits immediately.
+
+mod config;
+mod sim;
+
+pub use config::{default_sl_to_vl, IbCc, IbConfig};
+pub use sim::{Audit, CaptureFilter, Captured, Simulation};

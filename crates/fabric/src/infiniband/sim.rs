@@ -1,0 +1,844 @@
+//! The InfiniBand simulation: state arenas, the event enum and its handlers.
+
+use super::config::IbConfig;
+use crate::report::{FlowResult, PortResult, RunReport};
+use crate::workload::Message;
+use fabricsim_core::engine::EventQueue;
+use fabricsim_core::proto::credit::{CreditReceiver, CreditSender};
+use fabricsim_core::proto::ibcc::CcState;
+use fabricsim_core::proto::rc::{RcReceiver, RcSender, Segment, PSN_MASK};
+use fabricsim_core::proto::vlarb::{ArbEntry, VlArbiter};
+use fabricsim_core::topology::{NodeKind, Routes, Topology};
+use fabricsim_core::units::{HostId, NodeId, PortId, Time};
+use fabricsim_core::wire::ib::{self, Aeth, Opcode, PacketRepr, Reth, DEFAULT_PKEY};
+use std::collections::VecDeque;
+
+/// What a packet is, for the handlers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Data,
+    Ack,
+    /// A BECN returned to the source (an ACK-format packet with the BECN bit).
+    Becn,
+}
+
+/// A packet as the simulator carries it (28 bytes; no payload bytes are held).
+#[derive(Clone, Copy, Debug)]
+struct Packet {
+    flow: u32,
+    /// Data: position in the message. Ack: last packet covered.
+    index: u32,
+    payload: u32,
+    wire: u32,
+    dst: u32,
+    kind: Kind,
+    opcode: Opcode,
+    vl: u8,
+    fecn: bool,
+}
+
+impl Packet {
+    fn blocks(&self) -> u32 {
+        ib::credit_blocks(self.wire as usize)
+    }
+}
+
+/// What crosses a link.
+#[derive(Clone, Copy, Debug)]
+enum Frame {
+    Packet(Packet),
+    /// A flow-control packet: this end's FCTBS as transmitter and FCCL as receiver.
+    Credit { vl: u8, fctbs: u16, fccl: u16 },
+}
+
+/// The closed event set.
+#[derive(Clone, Copy, Debug)]
+enum Event {
+    /// The port's transmitter finished a frame, or a queued packet became ready.
+    Transmitter { port: u32, generation: u32 },
+    /// The head of the port's link FIFO reaches the peer.
+    Arrival { port: u32 },
+    /// Unconditional flow-control refresh on the port.
+    CreditRefresh { port: u32 },
+    /// A flow's WRITE is posted to its HCA.
+    Post { flow: u32 },
+}
+
+/// One egress VL of a switch port: a FIFO per input port, served round-robin.
+#[derive(Clone, Debug, Default)]
+struct EgressVl {
+    inputs: Vec<VecDeque<(Time, Packet)>>,
+    active: VecDeque<u16>,
+    bytes: u64,
+}
+
+/// Credits to return once a forwarded packet has left.
+#[derive(Clone, Copy, Debug)]
+struct Release {
+    input: PortId,
+    vl: u8,
+    blocks: u32,
+}
+
+#[derive(Clone, Debug)]
+struct PortState {
+    busy: bool,
+    generation: u32,
+    wake_at: Option<Time>,
+    wire: VecDeque<(Time, Frame)>,
+    tx_credit: Vec<CreditSender>,
+    rx_credit: Vec<CreditReceiver>,
+    fc_pending: u16,
+    fc_sent_since_refresh: bool,
+    releasing: Option<Release>,
+    arbiter: VlArbiter,
+    egress: Vec<EgressVl>,
+    queued: u64,
+    peak_queue: u64,
+    stall_since: Option<Time>,
+    stall_total: Time,
+    tx_bytes: u64,
+    tx_packets: u64,
+    credit_packets: u64,
+}
+
+/// Per-HCA send queues: ACKs first, then QPs round-robin, per VL.
+#[derive(Clone, Debug, Default)]
+struct Hca {
+    acks: Vec<VecDeque<Packet>>,
+    qps: Vec<VecDeque<u32>>,
+}
+
+#[derive(Clone, Debug)]
+struct Flow {
+    msg: Message,
+    vl: u8,
+    sender: RcSender,
+    receiver: RcReceiver,
+    cc: CcState,
+    next_allowed: Time,
+    sent_bytes: u64,
+    delivered_bytes: u64,
+    finish: Option<Time>,
+    acked: Option<Time>,
+}
+
+/// Which packets to keep for a capture.
+#[derive(Clone, Debug, Default)]
+pub struct CaptureFilter {
+    /// Keep at most this many packets.
+    pub limit: Option<u64>,
+    /// Keep only these flows (indices into the message list).
+    pub flows: Option<Vec<u32>>,
+}
+
+/// A packet as it left its source HCA.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Captured {
+    pub time: Time,
+    pub repr: PacketRepr,
+}
+
+/// Conservation and buffer checks at one instant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Audit {
+    pub sent_payload: u64,
+    pub delivered_payload: u64,
+    pub in_flight_payload: u64,
+    pub packets_in_flight: u64,
+    /// Whether any input buffer ever held more than its size.
+    pub buffer_overflows: u64,
+}
+
+/// A running InfiniBand fabric.
+pub struct Simulation {
+    cfg: IbConfig,
+    topo: Topology,
+    routes: Routes,
+    queue: EventQueue<Event>,
+    ports: Vec<PortState>,
+    hcas: Vec<Hca>,
+    flows: Vec<Flow>,
+    flows_acked: usize,
+    stop_at: Option<Time>,
+    stopped_by_time: bool,
+    fecn_marks: u64,
+    becns: u64,
+    duplicates: u64,
+    buffer_overflows: u64,
+    packets_in_flight: u64,
+    peak_packets_in_flight: u64,
+    capture: Option<(CaptureFilter, Vec<Captured>)>,
+}
+
+impl Simulation {
+    /// Builds the fabric and posts every message at its start time. The configuration
+    /// and messages must already be validated (hosts in range, sizes positive).
+    pub fn new(cfg: IbConfig, topo: Topology, messages: &[Message], stop_at: Option<Time>) -> Result<Self, String> {
+        let routes = Routes::minimal(&topo)?;
+        let vls = cfg.virtual_lanes as usize;
+        let blocks = cfg.vl_buffer / ib::CREDIT_BLOCK as u32;
+        let entries: Vec<ArbEntry> =
+            cfg.vl_weights.iter().enumerate().map(|(vl, &weight)| ArbEntry { vl: vl as u8, weight }).collect();
+        let ports = topo
+            .ports()
+            .iter()
+            .map(|p| {
+                let is_switch = matches!(topo.nodes()[p.node.index()], NodeKind::Switch { .. });
+                let inputs = topo.node_ports(p.node).len();
+                PortState {
+                    busy: false,
+                    generation: 0,
+                    wake_at: None,
+                    wire: VecDeque::new(),
+                    tx_credit: vec![CreditSender::new(blocks); vls],
+                    rx_credit: vec![CreditReceiver::new(blocks); vls],
+                    fc_pending: 0,
+                    fc_sent_since_refresh: false,
+                    releasing: None,
+                    arbiter: VlArbiter::new(entries.clone()),
+                    egress: if is_switch {
+                        vec![EgressVl { inputs: vec![VecDeque::new(); inputs], ..Default::default() }; vls]
+                    } else {
+                        Vec::new()
+                    },
+                    queued: 0,
+                    peak_queue: 0,
+                    stall_since: None,
+                    stall_total: Time::ZERO,
+                    tx_bytes: 0,
+                    tx_packets: 0,
+                    credit_packets: 0,
+                }
+            })
+            .collect();
+        let hcas = (0..topo.host_count())
+            .map(|_| Hca { acks: vec![VecDeque::new(); vls], qps: vec![VecDeque::new(); vls] })
+            .collect();
+        let mut queue = EventQueue::new();
+        let flows = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let sender = RcSender::new(m.size, cfg.mtu, cfg.ack_every);
+                let receiver = RcReceiver::new(sender.packets(), cfg.ack_every);
+                queue.schedule(m.start + cfg.hca_tx_latency, Event::Post { flow: i as u32 });
+                Flow {
+                    msg: *m,
+                    vl: cfg.sl_to_vl[m.sl as usize % 16],
+                    sender,
+                    receiver,
+                    cc: CcState::default(),
+                    next_allowed: Time::ZERO,
+                    sent_bytes: 0,
+                    delivered_bytes: 0,
+                    finish: None,
+                    acked: None,
+                }
+            })
+            .collect();
+        for p in 0..topo.ports().len() {
+            queue.schedule(cfg.credit_refresh, Event::CreditRefresh { port: p as u32 });
+        }
+        Ok(Simulation {
+            cfg,
+            topo,
+            routes,
+            queue,
+            ports,
+            hcas,
+            flows,
+            flows_acked: 0,
+            stop_at,
+            stopped_by_time: false,
+            fecn_marks: 0,
+            becns: 0,
+            duplicates: 0,
+            buffer_overflows: 0,
+            packets_in_flight: 0,
+            peak_packets_in_flight: 0,
+            capture: None,
+        })
+    }
+
+    /// Keeps the packets `filter` selects, as they leave their source HCA.
+    pub fn capture(&mut self, filter: CaptureFilter) {
+        self.capture = Some((filter, Vec::new()));
+    }
+
+    /// The captured packets, in transmission order.
+    pub fn captured(&self) -> &[Captured] {
+        self.capture.as_ref().map(|(_, c)| c.as_slice()).unwrap_or(&[])
+    }
+
+    pub fn now(&self) -> Time {
+        self.queue.now()
+    }
+
+    pub fn events(&self) -> u64 {
+        self.queue.popped()
+    }
+
+    /// Whether the run is over: all flows acknowledged, `stop_at` passed, or nothing left.
+    pub fn is_finished(&self) -> bool {
+        self.flows_acked == self.flows.len() || self.stopped_by_time || self.queue.is_empty()
+    }
+
+    /// Processes up to `max_events` events; returns true when the run is over.
+    pub fn step(&mut self, max_events: u64) -> bool {
+        for _ in 0..max_events {
+            if self.is_finished() {
+                return true;
+            }
+            self.pop_one();
+        }
+        self.is_finished()
+    }
+
+    /// Runs to the end.
+    pub fn run(&mut self) {
+        while !self.step(u64::MAX) {}
+    }
+
+    /// Processes every event at or before `t` (or until the run is over).
+    pub fn run_until(&mut self, t: Time) {
+        while !self.is_finished() && self.queue.peek_time().is_some_and(|next| next <= t) {
+            self.pop_one();
+        }
+    }
+
+    fn pop_one(&mut self) {
+        if let (Some(stop), Some(next)) = (self.stop_at, self.queue.peek_time()) {
+            if next > stop {
+                self.stopped_by_time = true;
+                return;
+            }
+        }
+        let Some((_, event)) = self.queue.pop() else { return };
+        match event {
+            Event::Transmitter { port, generation } => {
+                let p = &mut self.ports[port as usize];
+                if p.generation != generation {
+                    return;
+                }
+                if p.busy {
+                    p.busy = false;
+                    if let Some(r) = p.releasing.take() {
+                        self.release(r);
+                    }
+                }
+                self.ports[port as usize].wake_at = None;
+                self.try_transmit(PortId(port));
+            }
+            Event::Arrival { port } => self.arrive(PortId(port)),
+            Event::CreditRefresh { port } => {
+                let p = &mut self.ports[port as usize];
+                if !p.fc_sent_since_refresh {
+                    p.fc_pending = (1u16 << self.cfg.virtual_lanes) - 1;
+                }
+                p.fc_sent_since_refresh = false;
+                let next = self.queue.now() + self.cfg.credit_refresh;
+                self.queue.schedule(next, Event::CreditRefresh { port });
+                self.try_transmit(PortId(port));
+            }
+            Event::Post { flow } => {
+                let f = &self.flows[flow as usize];
+                let (src, vl) = (f.msg.src, f.vl as usize);
+                self.hcas[src.index()].qps[vl].push_back(flow);
+                self.try_transmit(self.topo.host_port(src));
+            }
+        }
+    }
+
+    /// Frees the input-buffer credits of a packet that has left this switch.
+    fn release(&mut self, r: Release) {
+        let input = &mut self.ports[r.input.index()];
+        input.rx_credit[r.vl as usize].on_free(r.blocks);
+        input.fc_pending |= 1 << r.vl;
+        self.try_transmit(r.input);
+    }
+
+    /// Starts the port's next frame if its transmitter is free; otherwise or if nothing is
+    /// sendable, arranges to be woken when something becomes ready.
+    fn try_transmit(&mut self, port: PortId) {
+        let now = self.queue.now();
+        let p = &mut self.ports[port.index()];
+        if p.busy {
+            return;
+        }
+        if p.fc_pending != 0 {
+            let vl = p.fc_pending.trailing_zeros() as u8;
+            p.fc_pending &= !(1 << vl);
+            p.fc_sent_since_refresh = true;
+            p.credit_packets += 1;
+            let frame = Frame::Credit {
+                vl,
+                fctbs: p.tx_credit[vl as usize].fctbs() as u16,
+                fccl: p.rx_credit[vl as usize].fccl() as u16,
+            };
+            self.transmit(port, frame, ib::FLOW_CONTROL_PACKET_LEN as u32);
+            return;
+        }
+        let node = self.topo.port(port).node;
+        let choice = match self.topo.nodes()[node.index()] {
+            NodeKind::Switch { .. } => self.pick_switch(port, now),
+            NodeKind::Host(h) => self.pick_hca(port, h, now),
+        };
+        match choice {
+            Pick::Send(packet, release) => {
+                let p = &mut self.ports[port.index()];
+                p.releasing = release;
+                self.transmit(port, Frame::Packet(packet), packet.wire);
+            }
+            Pick::Wait { blocked, wake } => {
+                let p = &mut self.ports[port.index()];
+                if blocked && p.stall_since.is_none() {
+                    p.stall_since = Some(now);
+                }
+                if let Some(t) = wake {
+                    if p.wake_at.is_none_or(|w| t < w) {
+                        p.generation += 1;
+                        p.wake_at = Some(t);
+                        let generation = p.generation;
+                        self.queue.schedule(t, Event::Transmitter { port: port.0, generation });
+                    }
+                }
+            }
+        }
+    }
+
+    fn transmit(&mut self, port: PortId, frame: Frame, bytes: u32) {
+        let now = self.queue.now();
+        let spec = *self.topo.port(port);
+        let p = &mut self.ports[port.index()];
+        let ser = spec.rate.serialization(bytes as u64);
+        p.busy = true;
+        p.wake_at = None;
+        p.generation += 1;
+        p.tx_bytes += bytes as u64;
+        if let Some(s) = p.stall_since.take() {
+            p.stall_total += now - s;
+        }
+        let generation = p.generation;
+        let was_idle = p.wire.is_empty();
+        let arrival = now + ser + spec.delay;
+        p.wire.push_back((arrival, frame));
+        if let Frame::Packet(pkt) = frame {
+            p.tx_packets += 1;
+            p.tx_credit[pkt.vl as usize].on_send(pkt.blocks());
+        }
+        self.queue.schedule(now + ser, Event::Transmitter { port: port.0, generation });
+        if was_idle {
+            self.queue.schedule(arrival, Event::Arrival { port: port.0 });
+        }
+    }
+
+    fn pick_switch(&mut self, port: PortId, now: Time) -> Pick {
+        let p = &mut self.ports[port.index()];
+        let mut blocked = false;
+        let mut wake: Option<Time> = None;
+        let egress = &p.egress;
+        let tx_credit = &p.tx_credit;
+        let vl = p.arbiter.pick(|vl| {
+            let e = &egress[vl as usize];
+            for &input in &e.active {
+                let (ready, pkt) = e.inputs[input as usize][0];
+                if ready <= now {
+                    if tx_credit[vl as usize].can_send(pkt.blocks()) {
+                        return true;
+                    }
+                    blocked = true;
+                    return false;
+                }
+                wake = Some(wake.map_or(ready, |w: Time| w.min(ready)));
+            }
+            false
+        });
+        let Some(vl) = vl else { return Pick::Wait { blocked, wake } };
+        let e = &mut p.egress[vl as usize];
+        let pos = e
+            .active
+            .iter()
+            .position(|&i| e.inputs[i as usize][0].0 <= now)
+            .expect("the arbiter saw a ready input");
+        let input = e.active.remove(pos).expect("position is in range");
+        let (_, pkt) = e.inputs[input as usize].pop_front().expect("active inputs are non-empty");
+        if !e.inputs[input as usize].is_empty() {
+            e.active.push_back(input);
+        }
+        e.bytes -= pkt.wire as u64;
+        p.queued -= pkt.wire as u64;
+        p.arbiter.charge(pkt.blocks());
+        let node = self.topo.port(port).node;
+        let input_port = self.topo.node_ports(node)[input as usize];
+        Pick::Send(pkt, Some(Release { input: input_port, vl, blocks: pkt.blocks() }))
+    }
+
+    fn pick_hca(&mut self, port: PortId, host: HostId, now: Time) -> Pick {
+        let hca = &self.hcas[host.index()];
+        let p = &mut self.ports[port.index()];
+        let flows = &self.flows;
+        let mut blocked = false;
+        let mut wake: Option<Time> = None;
+        let tx_credit = &p.tx_credit;
+        let vl = p.arbiter.pick(|vl| {
+            let credit = &tx_credit[vl as usize];
+            if let Some(ack) = hca.acks[vl as usize].front() {
+                if credit.can_send(ack.blocks()) {
+                    return true;
+                }
+                blocked = true;
+                return false;
+            }
+            for &f in &hca.qps[vl as usize] {
+                let flow = &flows[f as usize];
+                if flow.next_allowed > now {
+                    wake = Some(wake.map_or(flow.next_allowed, |w: Time| w.min(flow.next_allowed)));
+                    continue;
+                }
+                let seg = flow.sender.peek().expect("queued QPs have data");
+                if credit.can_send(ib::credit_blocks(ib::write_packet_len(seg.payload, seg.index == 0))) {
+                    return true;
+                }
+                blocked = true;
+                return false;
+            }
+            false
+        });
+        let Some(vl) = vl else { return Pick::Wait { blocked, wake } };
+        let hca = &mut self.hcas[host.index()];
+        let packet = if let Some(ack) = hca.acks[vl as usize].pop_front() {
+            ack
+        } else {
+            let qps = &mut hca.qps[vl as usize];
+            let pos = qps.iter().position(|&f| self.flows[f as usize].next_allowed <= now).expect("arbiter saw a ready QP");
+            let f = qps.remove(pos).expect("position is in range");
+            let flow = &mut self.flows[f as usize];
+            let seg: Segment = flow.sender.next_segment().expect("queued QPs have data");
+            if flow.sender.has_more() {
+                qps.push_back(f);
+            }
+            let wire = ib::write_packet_len(seg.payload, seg.index == 0) as u32;
+            let rate = self.topo.port(port).rate;
+            let gap = match &self.cfg.congestion_control {
+                Some(cc) => flow.cc.injection_delay(now, &cc.source),
+                None => Time::ZERO,
+            };
+            flow.next_allowed = now + rate.serialization(wire as u64) + gap;
+            flow.sent_bytes += seg.payload as u64;
+            self.packets_in_flight += 1;
+            self.peak_packets_in_flight = self.peak_packets_in_flight.max(self.packets_in_flight);
+            Packet {
+                flow: f,
+                index: seg.index,
+                payload: seg.payload,
+                wire,
+                dst: flow.msg.dst.0,
+                kind: Kind::Data,
+                opcode: seg.opcode,
+                vl,
+                fecn: false,
+            }
+        };
+        self.ports[port.index()].arbiter.charge(packet.blocks());
+        self.record(packet, now);
+        Pick::Send(packet, None)
+    }
+
+    /// Adds a packet leaving its source HCA to the capture, if it is selected.
+    fn record(&mut self, pkt: Packet, now: Time) {
+        let Some((filter, out)) = &mut self.capture else { return };
+        if filter.limit.is_some_and(|l| out.len() as u64 >= l) {
+            return;
+        }
+        if filter.flows.as_ref().is_some_and(|fs| !fs.contains(&pkt.flow)) {
+            return;
+        }
+        let flow = &self.flows[pkt.flow as usize];
+        let (src, dst) = match pkt.kind {
+            Kind::Data => (flow.msg.src, flow.msg.dst),
+            Kind::Ack | Kind::Becn => (flow.msg.dst, flow.msg.src),
+        };
+        let psn = pkt.index & PSN_MASK;
+        let repr = PacketRepr {
+            vl: pkt.vl,
+            sl: flow.msg.sl,
+            dlid: lid(dst),
+            slid: lid(src),
+            opcode: pkt.opcode,
+            pkey: DEFAULT_PKEY,
+            fecn: pkt.fecn,
+            becn: pkt.kind == Kind::Becn,
+            // QP numbers: the flow's QP is 0x100 + flow at both ends (QP0/1 are reserved).
+            dest_qp: 0x100 + pkt.flow,
+            ack_req: pkt.kind == Kind::Data
+                && (pkt.index + 1 == flow.sender.packets() || (pkt.index + 1) % self.cfg.ack_every == 0),
+            psn,
+            reth: pkt.opcode.has_reth().then_some(Reth {
+                virtual_address: 0x1_0000_0000,
+                rkey: 0x100 + pkt.flow,
+                dma_length: flow.msg.size.min(u32::MAX as u64) as u32,
+            }),
+            aeth: pkt.opcode.has_aeth().then_some(Aeth { syndrome: 0, msn: 0 }),
+            payload_len: pkt.payload,
+        };
+        debug_assert_eq!(repr.wire_len() as u32, pkt.wire);
+        out.push(Captured { time: now, repr });
+    }
+
+    /// The head of `port`'s link reaches the peer port.
+    fn arrive(&mut self, port: PortId) {
+        let now = self.queue.now();
+        let p = &mut self.ports[port.index()];
+        let (_, frame) = p.wire.pop_front().expect("an arrival event implies a frame on the wire");
+        if let Some(&(next, _)) = p.wire.front() {
+            self.queue.schedule(next, Event::Arrival { port: port.0 });
+        }
+        let to = self.topo.port(port).peer;
+        match frame {
+            Frame::Credit { vl, fctbs, fccl } => {
+                let q = &mut self.ports[to.index()];
+                q.rx_credit[vl as usize].on_fctbs(fctbs as u32);
+                q.tx_credit[vl as usize].on_limit(fccl as u32);
+                self.try_transmit(to);
+            }
+            Frame::Packet(pkt) => {
+                let q = &mut self.ports[to.index()];
+                if q.rx_credit[pkt.vl as usize].on_receive(pkt.blocks()).is_err() {
+                    self.buffer_overflows += 1;
+                }
+                let node = self.topo.port(to).node;
+                match self.topo.nodes()[node.index()] {
+                    NodeKind::Switch { .. } => self.forward(node, to, pkt, now),
+                    NodeKind::Host(h) => {
+                        let q = &mut self.ports[to.index()];
+                        q.rx_credit[pkt.vl as usize].on_free(pkt.blocks());
+                        q.fc_pending |= 1 << pkt.vl;
+                        self.deliver(h, pkt, now);
+                        self.try_transmit(to);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Routes a packet that arrived at switch `node` on `input` into an egress queue.
+    fn forward(&mut self, node: NodeId, input: PortId, mut pkt: Packet, now: Time) {
+        let dst = HostId(pkt.dst);
+        let out = if self.cfg.adaptive_routing {
+            let cands = self.routes.candidates(node, dst);
+            let preferred = self.routes.static_port(node, dst);
+            let mut best = preferred;
+            let mut best_load = self.load(preferred);
+            for &c in cands {
+                let load = self.load(c);
+                if load < best_load {
+                    best = c;
+                    best_load = load;
+                }
+            }
+            best
+        } else {
+            self.routes.static_port(node, dst)
+        };
+        let local = self.topo.port(input).local as usize;
+        let ready = now + self.cfg.switch_latency;
+        let o = &mut self.ports[out.index()];
+        let e = &mut o.egress[pkt.vl as usize];
+        if let Some(cc) = &self.cfg.congestion_control {
+            if pkt.kind == Kind::Data && e.bytes >= cc.fecn_threshold {
+                pkt.fecn = true;
+                self.fecn_marks += 1;
+            }
+        }
+        if e.inputs[local].is_empty() {
+            e.active.push_back(local as u16);
+        }
+        e.inputs[local].push_back((ready, pkt));
+        e.bytes += pkt.wire as u64;
+        o.queued += pkt.wire as u64;
+        o.peak_queue = o.peak_queue.max(o.queued);
+        self.try_transmit(out);
+    }
+
+    /// Adaptive routing's load measure: bytes queued for the port plus one frame if busy.
+    fn load(&self, port: PortId) -> u64 {
+        let p = &self.ports[port.index()];
+        p.queued + if p.busy { 1 } else { 0 }
+    }
+
+    /// A packet reached host `h`.
+    fn deliver(&mut self, h: HostId, pkt: Packet, now: Time) {
+        let flow = &mut self.flows[pkt.flow as usize];
+        match pkt.kind {
+            Kind::Data => {
+                self.packets_in_flight -= 1;
+                let receipt = flow.receiver.on_data(pkt.index);
+                if receipt.duplicate {
+                    self.duplicates += 1;
+                    return;
+                }
+                flow.delivered_bytes += pkt.payload as u64;
+                if receipt.complete {
+                    flow.finish = Some(now + self.cfg.hca_rx_latency);
+                }
+                let cc_on = self.cfg.congestion_control.is_some();
+                let reply = |kind: Kind, index: u32| Packet {
+                    flow: pkt.flow,
+                    index,
+                    payload: 0,
+                    wire: ib::ACK_LEN as u32,
+                    dst: flow.msg.src.0,
+                    kind,
+                    opcode: Opcode::Acknowledge,
+                    vl: pkt.vl,
+                    fecn: false,
+                };
+                let hca = &mut self.hcas[h.index()];
+                if pkt.fecn && cc_on {
+                    self.becns += 1;
+                    hca.acks[pkt.vl as usize].push_back(reply(Kind::Becn, receipt.ack.unwrap_or(0)));
+                }
+                if let Some(index) = receipt.ack {
+                    hca.acks[pkt.vl as usize].push_back(reply(Kind::Ack, index));
+                }
+            }
+            Kind::Ack | Kind::Becn => {
+                if pkt.kind == Kind::Becn {
+                    if let Some(cc) = &self.cfg.congestion_control {
+                        flow.cc.on_becn(now, &cc.source);
+                    }
+                }
+                if flow.sender.on_ack(pkt.index) {
+                    flow.acked = Some(now);
+                    self.flows_acked += 1;
+                }
+            }
+        }
+    }
+
+    /// Payload bytes a flow's receiver holds so far.
+    pub fn flow_delivered(&self, flow: usize) -> u64 {
+        self.flows[flow].delivered_bytes
+    }
+
+    /// Conservation and buffer checks, computed by walking every queue and link.
+    pub fn audit(&self) -> Audit {
+        let mut in_flight = 0u64;
+        let mut packets = 0u64;
+        let mut count = |pkt: &Packet| {
+            if pkt.kind == Kind::Data {
+                in_flight += pkt.payload as u64;
+                packets += 1;
+            }
+        };
+        for p in &self.ports {
+            for (_, f) in &p.wire {
+                if let Frame::Packet(pkt) = f {
+                    count(pkt);
+                }
+            }
+            for e in &p.egress {
+                for q in &e.inputs {
+                    q.iter().for_each(|(_, pkt)| count(pkt));
+                }
+            }
+        }
+        Audit {
+            sent_payload: self.flows.iter().map(|f| f.sent_bytes).sum(),
+            delivered_payload: self.flows.iter().map(|f| f.delivered_bytes).sum(),
+            in_flight_payload: in_flight,
+            packets_in_flight: packets,
+            buffer_overflows: self.buffer_overflows
+                + self
+                    .ports
+                    .iter()
+                    .flat_map(|p| &p.rx_credit)
+                    .filter(|c| c.peak() > c.capacity())
+                    .count() as u64,
+        }
+    }
+
+    /// Ideal completion of a message on an empty fabric: HCA latencies, propagation over
+    /// every link, a switch latency per switch, the whole message serialised once at the
+    /// host rate, and the last packet re-serialised at every store-and-forward switch.
+    fn ideal_fct(&self, m: &Message) -> Time {
+        let hops = self.routes.hops(m.src, m.dst) as u64;
+        let spec = self.topo.port(self.topo.host_port(m.src));
+        let packets = m.size.div_ceil(self.cfg.mtu as u64);
+        let last_payload = m.size - (packets - 1) * self.cfg.mtu as u64;
+        let last = ib::write_packet_len(last_payload as u32, packets == 1) as u64;
+        let total = (packets - 1) * ib::write_packet_len(self.cfg.mtu, false) as u64
+            + ib::RETH_LEN as u64
+            + last
+            - if packets == 1 { ib::RETH_LEN as u64 } else { 0 };
+        self.cfg.hca_tx_latency
+            + self.cfg.hca_rx_latency
+            + spec.delay * hops
+            + (self.cfg.switch_latency + spec.rate.serialization(last)) * (hops - 1)
+            + spec.rate.serialization(total)
+    }
+
+    /// Everything measured, for the experiment layer.
+    pub fn report(&self) -> RunReport {
+        let flows = self
+            .flows
+            .iter()
+            .map(|f| FlowResult {
+                src: f.msg.src.0,
+                dst: f.msg.dst.0,
+                bytes: f.msg.size,
+                start: f.msg.start,
+                finish: f.finish,
+                acked: f.acked,
+                ideal: self.ideal_fct(&f.msg),
+                delivered_bytes: f.delivered_bytes,
+            })
+            .collect();
+        let ports = self
+            .topo
+            .ports()
+            .iter()
+            .zip(&self.ports)
+            .map(|(spec, p)| PortResult {
+                node: spec.node.0,
+                port: spec.local,
+                peer_node: self.topo.port(spec.peer).node.0,
+                tx_bytes: p.tx_bytes,
+                tx_packets: p.tx_packets,
+                peak_queue_bytes: p.peak_queue,
+                peak_input_bytes: p.rx_credit.iter().map(|c| c.peak() as u64 * ib::CREDIT_BLOCK as u64).max().unwrap_or(0),
+                credit_stall: p.stall_total
+                    + p.stall_since.map_or(Time::ZERO, |s| self.queue.now().saturating_sub(s)),
+                credit_packets: p.credit_packets,
+            })
+            .collect();
+        RunReport {
+            sim_time: self.queue.now(),
+            events: self.queue.popped(),
+            flows,
+            ports,
+            drops: 0,
+            retransmitted_packets: 0,
+            fecn_marks: self.fecn_marks,
+            becns: self.becns,
+            duplicates: self.duplicates,
+            buffer_overflows: self.audit().buffer_overflows,
+            peak_packets_in_flight: self.peak_packets_in_flight,
+            stopped_by_time: self.stopped_by_time,
+        }
+    }
+}
+
+/// A transmitter's decision.
+enum Pick {
+    Send(Packet, Option<Release>),
+    /// Nothing to send now; `blocked` if a ready packet lacks credits, `wake` when the
+    /// earliest not-yet-ready packet becomes ready.
+    Wait { blocked: bool, wake: Option<Time> },
+}
+
+/// LIDs: host h has LID h + 1 (LID 0 is reserved).
+fn lid(h: HostId) -> u16 {
+    (h.0 + 1) as u16
+}

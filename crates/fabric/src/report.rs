@@ -1,0 +1,53 @@
+//! What a run measured, as plain data for the experiment layer to serialise.
+
+use fabricsim_core::units::Time;
+
+/// One flow's outcome.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlowResult {
+    pub src: u32,
+    pub dst: u32,
+    pub bytes: u64,
+    pub start: Time,
+    /// When the receiver held every byte (plus the HCA receive latency); None if unfinished.
+    pub finish: Option<Time>,
+    /// When the sender saw the final ACK.
+    pub acked: Option<Time>,
+    /// Ideal completion time on an empty fabric (see `ideal_fct`).
+    pub ideal: Time,
+    pub delivered_bytes: u64,
+}
+
+/// One directed port's counters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PortResult {
+    pub node: u32,
+    pub port: u16,
+    pub peer_node: u32,
+    pub tx_bytes: u64,
+    pub tx_packets: u64,
+    /// Largest bytes queued for this egress at once (switch ports).
+    pub peak_queue_bytes: u64,
+    /// Largest occupancy of this port's input buffer, any VL, in bytes.
+    pub peak_input_bytes: u64,
+    /// Time a ready packet waited here for credits.
+    pub credit_stall: Time,
+    pub credit_packets: u64,
+}
+
+/// The whole run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunReport {
+    pub sim_time: Time,
+    pub events: u64,
+    pub flows: Vec<FlowResult>,
+    pub ports: Vec<PortResult>,
+    pub drops: u64,
+    pub retransmitted_packets: u64,
+    pub fecn_marks: u64,
+    pub becns: u64,
+    pub duplicates: u64,
+    pub buffer_overflows: u64,
+    pub peak_packets_in_flight: u64,
+    pub stopped_by_time: bool,
+}
