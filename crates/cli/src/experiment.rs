@@ -20,7 +20,11 @@ const SLICE: u64 = 1 << 18;
 
 /// Builds and runs `scenario`. `progress` shows a bar on standard error once the run
 /// has lasted a second.
-pub fn run(scenario: &Scenario, capture: Option<CaptureFilter>, progress: bool) -> Result<Outcome, String> {
+pub fn run(
+    scenario: &Scenario,
+    capture: Option<CaptureFilter>,
+    progress: bool,
+) -> Result<Outcome, String> {
     let topo = scenario.build_topology()?;
     let msgs = messages(&scenario.traffic, scenario.seed);
     let mut sim = Simulation::new(scenario.ib.clone(), topo, &msgs, scenario.stop_at)?;
@@ -39,7 +43,10 @@ pub fn run(scenario: &Scenario, capture: Option<CaptureFilter>, progress: bool) 
         }
         let b = bar.get_or_insert_with(|| {
             let b = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-            b.set_style(ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}").expect("static template"));
+            b.set_style(
+                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+                    .expect("static template"),
+            );
             b
         });
         let rate = sim.events() as f64 / elapsed.as_secs_f64();
@@ -55,5 +62,9 @@ pub fn run(scenario: &Scenario, capture: Option<CaptureFilter>, progress: bool) 
         b.finish_and_clear();
     }
     let wall_seconds = started.elapsed().as_secs_f64();
-    Ok(Outcome { report: sim.report(), wall_seconds, captured: sim.captured().to_vec() })
+    Ok(Outcome {
+        report: sim.report(),
+        wall_seconds,
+        captured: sim.captured().to_vec(),
+    })
 }

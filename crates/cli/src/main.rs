@@ -16,7 +16,11 @@ const DEFAULT_SCENARIO: &str = include_str!("../../../examples/default.toml");
 const BENCH_SCENARIO: &str = include_str!("../../../examples/bench-fat-tree-k8.toml");
 
 #[derive(Parser)]
-#[command(name = "fabricsim", version, about = "Packet-level InfiniBand fabric simulator for AI clusters")]
+#[command(
+    name = "fabricsim",
+    version,
+    about = "Packet-level InfiniBand fabric simulator for AI clusters"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -87,16 +91,32 @@ fn load(file: &Option<PathBuf>) -> Result<Scenario, String> {
 
 fn dispatch(cmd: Command) -> Result<(), String> {
     match cmd {
-        Command::Run { file, json, out, pcap, pcap_count, pcap_flows, pcap_link, seed } => {
+        Command::Run {
+            file,
+            json,
+            out,
+            pcap,
+            pcap_count,
+            pcap_flows,
+            pcap_link,
+            seed,
+        } => {
             let mut scenario = load(&file)?;
             if let Some(s) = seed {
                 scenario.seed = s;
             }
-            let flow_count = fabricsim_fabric::workload::messages(&scenario.traffic, scenario.seed).len() as u32;
+            let flow_count =
+                fabricsim_fabric::workload::messages(&scenario.traffic, scenario.seed).len() as u32;
             if let Some(bad) = pcap_flows.iter().flatten().find(|&&f| f >= flow_count) {
-                return Err(format!("--pcap-flows {bad}: the scenario has flows 0 to {}", flow_count.saturating_sub(1)));
+                return Err(format!(
+                    "--pcap-flows {bad}: the scenario has flows 0 to {}",
+                    flow_count.saturating_sub(1)
+                ));
             }
-            let capture = pcap.as_ref().map(|_| CaptureFilter { limit: pcap_count, flows: pcap_flows });
+            let capture = pcap.as_ref().map(|_| CaptureFilter {
+                limit: pcap_count,
+                flows: pcap_flows,
+            });
             let outcome = experiment::run(&scenario, capture, true)?;
             let summary = results::summary(&scenario, &outcome);
             if let Some(dir) = &out {
@@ -112,7 +132,10 @@ fn dispatch(cmd: Command) -> Result<(), String> {
                     .map_err(|e| format!("--pcap {}: {e}", path.display()))?;
             }
             if json {
-                println!("{}", serde_json::to_string_pretty(&summary).expect("summary serialises"));
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&summary).expect("summary serialises")
+                );
             } else {
                 println!(
                     "{}: {} of {} flows completed in {} simulated; goodput {:.2} Gb/s; FCT p50 {} ns, p99 {} ns; {} events in {:.3} s ({:.1} M events/s)",
@@ -164,7 +187,10 @@ fn bench(size: Option<String>) -> Result<(), String> {
     println!("hosts               128 (k=8 fat-tree), permutation");
     println!("events              {}", r.events);
     println!("wall_seconds        {:.3}", outcome.wall_seconds);
-    println!("events_per_second   {:.0}", r.events as f64 / outcome.wall_seconds);
+    println!(
+        "events_per_second   {:.0}",
+        r.events as f64 / outcome.wall_seconds
+    );
     println!("ns_per_event        {:.1}", ns_per_event);
     println!("simulated           {}", r.sim_time);
     println!("goodput_gbps        {:.1}", results::goodput_gbps(r));

@@ -4,7 +4,7 @@
 use fabricsim_core::wire::erf;
 use fabricsim_fabric::infiniband::Captured;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
-use pcap_file::{DataLink, TsResolution};
+use pcap_file::{DataLink, Endianness, TsResolution};
 use std::time::Duration;
 
 /// Which pcap link type to write.
@@ -23,6 +23,7 @@ pub fn encode(packets: &[Captured], link: LinkType) -> Vec<u8> {
         },
         ts_resolution: TsResolution::NanoSecond,
         snaplen: 65535,
+        endianness: Endianness::Little,
         ..Default::default()
     };
     let mut w = PcapWriter::with_header(Vec::new(), header).expect("writing to memory cannot fail");
@@ -38,7 +39,8 @@ pub fn encode(packets: &[Captured], link: LinkType) -> Vec<u8> {
             LinkType::Infiniband => &bytes,
         };
         let ts = Duration::from_nanos(c.time.ns());
-        w.write_packet(&PcapPacket::new(ts, data.len() as u32, data)).expect("writing to memory cannot fail");
+        w.write_packet(&PcapPacket::new(ts, data.len() as u32, data))
+            .expect("writing to memory cannot fail");
     }
     w.into_writer()
 }

@@ -77,7 +77,11 @@ pub fn goodput_gbps(r: &RunReport) -> f64 {
 
 pub fn summary(scenario: &Scenario, out: &Outcome) -> Summary {
     let r = &out.report;
-    let mut fcts: Vec<u64> = r.flows.iter().filter_map(|f| f.finish.map(|t| (t - f.start).ns())).collect();
+    let mut fcts: Vec<u64> = r
+        .flows
+        .iter()
+        .filter_map(|f| f.finish.map(|t| (t - f.start).ns()))
+        .collect();
     fcts.sort_unstable();
     Summary {
         scenario: scenario.name.clone(),
@@ -90,7 +94,11 @@ pub fn summary(scenario: &Scenario, out: &Outcome) -> Summary {
             completed: fcts.len(),
             bytes: r.flows.iter().map(|f| f.bytes).sum(),
         },
-        fct_ns: Percentiles { p50: percentile(&fcts, 50.0), p99: percentile(&fcts, 99.0), max: fcts.last().copied().unwrap_or(0) },
+        fct_ns: Percentiles {
+            p50: percentile(&fcts, 50.0),
+            p99: percentile(&fcts, 99.0),
+            max: fcts.last().copied().unwrap_or(0),
+        },
         goodput_gbps: goodput_gbps(r),
         drops: r.drops,
         retransmitted_packets: r.retransmitted_packets,
@@ -98,9 +106,18 @@ pub fn summary(scenario: &Scenario, out: &Outcome) -> Summary {
         ecn_marked: r.fecn_marks,
         cnps: r.becns,
         seed: scenario.seed,
-        events_per_second: if out.wall_seconds > 0.0 { r.events as f64 / out.wall_seconds } else { 0.0 },
+        events_per_second: if out.wall_seconds > 0.0 {
+            r.events as f64 / out.wall_seconds
+        } else {
+            0.0
+        },
         credit_stall_ns: r.ports.iter().map(|p| p.credit_stall.ns()).sum(),
-        peak_queue_bytes: r.ports.iter().map(|p| p.peak_queue_bytes).max().unwrap_or(0),
+        peak_queue_bytes: r
+            .ports
+            .iter()
+            .map(|p| p.peak_queue_bytes)
+            .max()
+            .unwrap_or(0),
         peak_packets_in_flight: r.peak_packets_in_flight,
         duplicates: r.duplicates,
         buffer_overflows: r.buffer_overflows,
@@ -113,7 +130,14 @@ pub fn summary(scenario: &Scenario, out: &Outcome) -> Summary {
 pub fn flows_csv(r: &RunReport) -> String {
     let mut s = String::from("flow_id,src,dst,bytes,start_ns,finish_ns,fct_ns,slowdown\n");
     for (i, f) in r.flows.iter().enumerate() {
-        let _ = write!(s, "{i},{},{},{},{:.3},", f.src, f.dst, f.bytes, ns3(f.start.ps()));
+        let _ = write!(
+            s,
+            "{i},{},{},{},{:.3},",
+            f.src,
+            f.dst,
+            f.bytes,
+            ns3(f.start.ps())
+        );
         match f.finish {
             Some(t) => {
                 let fct = (t - f.start).ps();
@@ -155,7 +179,9 @@ pub fn ports_csv(r: &RunReport) -> String {
 pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension(format!(
         "{}.tmp",
-        path.extension().map(|e| e.to_string_lossy().into_owned()).unwrap_or_default()
+        path.extension()
+            .map(|e| e.to_string_lossy().into_owned())
+            .unwrap_or_default()
     ));
     std::fs::write(&tmp, data)?;
     std::fs::rename(&tmp, path)

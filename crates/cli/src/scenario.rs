@@ -15,7 +15,10 @@ use toml::Spanned;
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
     #[error("cannot read scenario file {path}: {source}")]
-    Read { path: String, source: std::io::Error },
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("{0}")]
     Invalid(String),
 }
@@ -106,9 +109,18 @@ struct FileTraffic {
 /// The topology a scenario asks for.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TopologySpec {
-    SingleSwitch { hosts: u32 },
-    LeafSpine { hosts: u32, leaves: u32, spines: u32, uplink_rate: BitRate },
-    FatTree { k: u32 },
+    SingleSwitch {
+        hosts: u32,
+    },
+    LeafSpine {
+        hosts: u32,
+        leaves: u32,
+        spines: u32,
+        uplink_rate: BitRate,
+    },
+    FatTree {
+        k: u32,
+    },
 }
 
 /// A validated scenario with every default filled in.
@@ -138,11 +150,18 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     fn line(&self, span: std::ops::Range<usize>) -> usize {
-        self.text[..span.start.min(self.text.len())].matches('\n').count() + 1
+        self.text[..span.start.min(self.text.len())]
+            .matches('\n')
+            .count()
+            + 1
     }
 
     fn err(&self, key: &str, v: &Spanned<Raw>, msg: &str) -> ScenarioError {
-        ScenarioError::Invalid(format!("line {}: {key} = {}: {msg}", self.line(v.span()), show(v.get_ref())))
+        ScenarioError::Invalid(format!(
+            "line {}: {key} = {}: {msg}",
+            self.line(v.span()),
+            show(v.get_ref())
+        ))
     }
 
     fn quantity(&self, key: &str, v: &Q, dim: Dimension) -> Result<Option<u64>, ScenarioError> {
@@ -156,7 +175,11 @@ impl Ctx<'_> {
                 return Err(self.err(
                     key,
                     v,
-                    &format!("a {} needs a unit, as a string like \"{}\"", dim.name(), example(dim)),
+                    &format!(
+                        "a {} needs a unit, as a string like \"{}\"",
+                        dim.name(),
+                        example(dim)
+                    ),
                 ))
             }
         };
@@ -165,7 +188,11 @@ impl Ctx<'_> {
 
     fn positive(&self, key: &str, v: &Q, dim: Dimension) -> Result<Option<u64>, ScenarioError> {
         match self.quantity(key, v, dim)? {
-            Some(0) => Err(self.err(key, v.as_ref().expect("parsed"), &format!("a {} must be above zero", dim.name()))),
+            Some(0) => Err(self.err(
+                key,
+                v.as_ref().expect("parsed"),
+                &format!("a {} must be above zero", dim.name()),
+            )),
             other => Ok(other),
         }
     }
@@ -174,7 +201,9 @@ impl Ctx<'_> {
         let Some(s) = v else { return Ok(None) };
         match s.get_ref() {
             Raw::Int(i) if *i >= min as i64 && *i as u64 <= max => Ok(Some(*i as u64)),
-            Raw::Int(_) => Err(self.err(key, s, &format!("must be an integer from {min} to {max}"))),
+            Raw::Int(_) => {
+                Err(self.err(key, s, &format!("must be an integer from {min} to {max}")))
+            }
             _ => Err(self.err(key, s, "must be a plain integer")),
         }
     }
@@ -185,7 +214,10 @@ impl Ctx<'_> {
             Raw::Int(_) => Err(self.err(
                 key,
                 v,
-                &format!("host index out of range: the topology has hosts 0 to {}", hosts - 1),
+                &format!(
+                    "host index out of range: the topology has hosts 0 to {}",
+                    hosts - 1
+                ),
             )),
             _ => Err(self.err(key, v, "must be a host index (an integer)")),
         }
@@ -216,9 +248,14 @@ fn invalid(msg: String) -> ScenarioError {
 impl Scenario {
     /// Reads and validates a scenario file; the name defaults to the file stem.
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ScenarioError::Read { path: path.display().to_string(), source })?;
-        let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
         Scenario::parse(&text, &stem).map_err(|e| match e {
             ScenarioError::Invalid(m) => ScenarioError::Invalid(format!("{}: {m}", path.display())),
             other => other,
@@ -248,13 +285,22 @@ impl Scenario {
             }
         }
         let _ = &fabric.rocev2; // read only when kind = "rocev2"
-        let link_rate = BitRate(c.positive("fabric.link_rate", &fabric.link_rate, Dimension::Rate)?.unwrap_or(DEFAULT_LINK_RATE.bps()));
+        let link_rate = BitRate(
+            c.positive("fabric.link_rate", &fabric.link_rate, Dimension::Rate)?
+                .unwrap_or(DEFAULT_LINK_RATE.bps()),
+        );
         let link_delay = match (
             c.quantity("fabric.link_delay", &fabric.link_delay, Dimension::Time)?,
-            c.quantity("fabric.cable_length", &fabric.cable_length, Dimension::Length)?,
+            c.quantity(
+                "fabric.cable_length",
+                &fabric.cable_length,
+                Dimension::Length,
+            )?,
         ) {
             (Some(_), Some(_)) => {
-                return Err(invalid("fabric.link_delay and fabric.cable_length both given: set one".into()))
+                return Err(invalid(
+                    "fabric.link_delay and fabric.cable_length both given: set one".into(),
+                ))
             }
             (Some(d), None) => Time(d),
             (None, Some(mm)) => Time(mm * PS_PER_METRE / 1000),
@@ -262,13 +308,23 @@ impl Scenario {
         };
         let mut ib = IbConfig::default();
         if let Some(m) = &fabric.mtu {
-            let mtu = c.count("fabric.mtu", &fabric.mtu, 1, u32::MAX as u64)?.unwrap_or(4096) as u32;
+            let mtu = c
+                .count("fabric.mtu", &fabric.mtu, 1, u32::MAX as u64)?
+                .unwrap_or(4096) as u32;
             if ![256, 512, 1024, 2048, 4096].contains(&mtu) {
-                return Err(c.err("fabric.mtu", m, "InfiniBand MTU must be 256, 512, 1024, 2048 or 4096"));
+                return Err(c.err(
+                    "fabric.mtu",
+                    m,
+                    "InfiniBand MTU must be 256, 512, 1024, 2048 or 4096",
+                ));
             }
             ib.mtu = mtu;
         }
-        if let Some(l) = c.quantity("fabric.switch_latency", &fabric.switch_latency, Dimension::Time)? {
+        if let Some(l) = c.quantity(
+            "fabric.switch_latency",
+            &fabric.switch_latency,
+            Dimension::Time,
+        )? {
             ib.switch_latency = Time(l);
         }
         let f = &fabric.infiniband;
@@ -300,15 +356,29 @@ impl Scenario {
             }
             ib.vl_weights = ws
                 .iter()
-                .map(|w| c.count(&key("vl_weights"), &Some(w.clone()), 1, 255).map(|v| v.expect("given") as u32))
+                .map(|w| {
+                    c.count(&key("vl_weights"), &Some(w.clone()), 1, 255)
+                        .map(|v| v.expect("given") as u32)
+                })
                 .collect::<Result<_, _>>()?;
         }
         if let Some(map) = &f.sl_to_vl {
             if map.len() != 16 {
-                return Err(invalid(format!("{}: needs 16 entries (one per SL), got {}", key("sl_to_vl"), map.len())));
+                return Err(invalid(format!(
+                    "{}: needs 16 entries (one per SL), got {}",
+                    key("sl_to_vl"),
+                    map.len()
+                )));
             }
             for (i, v) in map.iter().enumerate() {
-                let vl = c.count(&key("sl_to_vl"), &Some(v.clone()), 0, ib.virtual_lanes as u64 - 1)?.expect("given");
+                let vl = c
+                    .count(
+                        &key("sl_to_vl"),
+                        &Some(v.clone()),
+                        0,
+                        ib.virtual_lanes as u64 - 1,
+                    )?
+                    .expect("given");
                 ib.sl_to_vl[i] = vl as u8;
             }
         }
@@ -324,15 +394,31 @@ impl Scenario {
         if let Some(t) = c.quantity(&key("hca_rx_latency"), &f.hca_rx_latency, Dimension::Time)? {
             ib.hca_rx_latency = Time(t);
         }
-        let cc_keys = [&f.fecn_threshold, &f.ccti_increase, &f.ccti_limit, &f.ccti_timer, &f.cct_step];
+        let cc_keys = [
+            &f.fecn_threshold,
+            &f.ccti_increase,
+            &f.ccti_limit,
+            &f.ccti_timer,
+            &f.cct_step,
+        ];
         if f.congestion_control == Some(true) {
             let mut cc = IbCc::default();
             let d = CcParams::default();
-            cc.fecn_threshold = c.quantity(&key("fecn_threshold"), &f.fecn_threshold, Dimension::Size)?.unwrap_or(cc.fecn_threshold);
-            cc.source.ccti_increase = c.count(&key("ccti_increase"), &f.ccti_increase, 1, 16383)?.map_or(d.ccti_increase, |v| v as u32);
-            cc.source.ccti_limit = c.count(&key("ccti_limit"), &f.ccti_limit, 1, 16383)?.map_or(d.ccti_limit, |v| v as u32);
-            cc.source.ccti_timer = c.positive(&key("ccti_timer"), &f.ccti_timer, Dimension::Time)?.map_or(d.ccti_timer, Time);
-            cc.source.cct_step = c.quantity(&key("cct_step"), &f.cct_step, Dimension::Time)?.map_or(d.cct_step, Time);
+            cc.fecn_threshold = c
+                .quantity(&key("fecn_threshold"), &f.fecn_threshold, Dimension::Size)?
+                .unwrap_or(cc.fecn_threshold);
+            cc.source.ccti_increase = c
+                .count(&key("ccti_increase"), &f.ccti_increase, 1, 16383)?
+                .map_or(d.ccti_increase, |v| v as u32);
+            cc.source.ccti_limit = c
+                .count(&key("ccti_limit"), &f.ccti_limit, 1, 16383)?
+                .map_or(d.ccti_limit, |v| v as u32);
+            cc.source.ccti_timer = c
+                .positive(&key("ccti_timer"), &f.ccti_timer, Dimension::Time)?
+                .map_or(d.ccti_timer, Time);
+            cc.source.cct_step = c
+                .quantity(&key("cct_step"), &f.cct_step, Dimension::Time)?
+                .map_or(d.cct_step, Time);
             ib.congestion_control = Some(cc);
         } else if cc_keys.iter().any(|k| k.is_some()) {
             return Err(invalid(
@@ -341,11 +427,25 @@ impl Scenario {
         }
 
         let t = &root.topology;
-        let tkind = t.kind.as_ref().map(|k| k.get_ref().as_str()).unwrap_or("single-switch");
+        let tkind = t
+            .kind
+            .as_ref()
+            .map(|k| k.get_ref().as_str())
+            .unwrap_or("single-switch");
         let topology = match tkind {
             "single-switch" => {
-                reject_keys(&[("topology.leaves", &t.leaves), ("topology.spines", &t.spines), ("topology.k", &t.k), ("topology.uplink_rate", &t.uplink_rate)], tkind)?;
-                TopologySpec::SingleSwitch { hosts: c.count("topology.hosts", &t.hosts, 2, 4096)?.unwrap_or(2) as u32 }
+                reject_keys(
+                    &[
+                        ("topology.leaves", &t.leaves),
+                        ("topology.spines", &t.spines),
+                        ("topology.k", &t.k),
+                        ("topology.uplink_rate", &t.uplink_rate),
+                    ],
+                    tkind,
+                )?;
+                TopologySpec::SingleSwitch {
+                    hosts: c.count("topology.hosts", &t.hosts, 2, 4096)?.unwrap_or(2) as u32,
+                }
             }
             "leaf-spine" => {
                 reject_keys(&[("topology.k", &t.k)], tkind)?;
@@ -353,14 +453,28 @@ impl Scenario {
                     hosts: c.count("topology.hosts", &t.hosts, 2, 65536)?.unwrap_or(16) as u32,
                     leaves: c.count("topology.leaves", &t.leaves, 1, 4096)?.unwrap_or(4) as u32,
                     spines: c.count("topology.spines", &t.spines, 1, 4096)?.unwrap_or(2) as u32,
-                    uplink_rate: c.positive("topology.uplink_rate", &t.uplink_rate, Dimension::Rate)?.map_or(link_rate, BitRate),
+                    uplink_rate: c
+                        .positive("topology.uplink_rate", &t.uplink_rate, Dimension::Rate)?
+                        .map_or(link_rate, BitRate),
                 }
             }
             "fat-tree" => {
-                reject_keys(&[("topology.hosts", &t.hosts), ("topology.leaves", &t.leaves), ("topology.spines", &t.spines), ("topology.uplink_rate", &t.uplink_rate)], tkind)?;
+                reject_keys(
+                    &[
+                        ("topology.hosts", &t.hosts),
+                        ("topology.leaves", &t.leaves),
+                        ("topology.spines", &t.spines),
+                        ("topology.uplink_rate", &t.uplink_rate),
+                    ],
+                    tkind,
+                )?;
                 let k = c.count("topology.k", &t.k, 2, 64)?.unwrap_or(4) as u32;
                 if k % 2 != 0 {
-                    return Err(c.err("topology.k", t.k.as_ref().expect("parsed"), "a fat-tree needs an even k"));
+                    return Err(c.err(
+                        "topology.k",
+                        t.k.as_ref().expect("parsed"),
+                        "a fat-tree needs an even k",
+                    ));
                 }
                 TopologySpec::FatTree { k }
             }
@@ -374,7 +488,9 @@ impl Scenario {
         let scenario_hosts = topology_hosts(&topology);
         if let TopologySpec::LeafSpine { hosts, leaves, .. } = topology {
             if hosts < leaves {
-                return Err(invalid(format!("topology.hosts = {hosts}: fewer hosts than leaves ({leaves})")));
+                return Err(invalid(format!(
+                    "topology.hosts = {hosts}: fewer hosts than leaves ({leaves})"
+                )));
             }
         }
 
@@ -384,30 +500,54 @@ impl Scenario {
             let size = c
                 .positive(&at("size"), &tr.size, Dimension::Size)?
                 .ok_or_else(|| invalid(format!("traffic[{i}]: size is required")))?;
-            let start = Time(c.quantity(&at("start"), &tr.start, Dimension::Time)?.unwrap_or(0));
+            let start = Time(
+                c.quantity(&at("start"), &tr.start, Dimension::Time)?
+                    .unwrap_or(0),
+            );
             let sl = c.count(&at("sl"), &tr.sl, 0, 15)?.unwrap_or(0) as u8;
             let need = |v: &Q, k: &str| -> Result<HostId, ScenarioError> {
-                let v = v.as_ref().ok_or_else(|| invalid(format!("traffic[{i}] ({}): {k} is required", tr.kind.get_ref())))?;
+                let v = v.as_ref().ok_or_else(|| {
+                    invalid(format!(
+                        "traffic[{i}] ({}): {k} is required",
+                        tr.kind.get_ref()
+                    ))
+                })?;
                 c.host(&at(k), v, scenario_hosts)
             };
-            let hosts_list = |list: &[Spanned<Raw>], k: &str| -> Result<Vec<HostId>, ScenarioError> {
-                let hs = list.iter().map(|v| c.host(&at(k), v, scenario_hosts)).collect::<Result<Vec<_>, _>>()?;
-                let mut sorted: Vec<u32> = hs.iter().map(|h| h.0).collect();
-                sorted.sort_unstable();
-                if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
-                    return Err(invalid(format!("traffic[{i}].{k}: host {} is listed twice", w[0])));
-                }
-                Ok(hs)
-            };
+            let hosts_list =
+                |list: &[Spanned<Raw>], k: &str| -> Result<Vec<HostId>, ScenarioError> {
+                    let hs = list
+                        .iter()
+                        .map(|v| c.host(&at(k), v, scenario_hosts))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let mut sorted: Vec<u32> = hs.iter().map(|h| h.0).collect();
+                    sorted.sort_unstable();
+                    if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+                        return Err(invalid(format!(
+                            "traffic[{i}].{k}: host {} is listed twice",
+                            w[0]
+                        )));
+                    }
+                    Ok(hs)
+                };
             let kind = tr.kind.get_ref().as_str();
             let stray: &[(&str, bool)] = match kind {
-                "flow" => &[("senders", tr.senders.is_some()), ("hosts", tr.hosts.is_some())],
+                "flow" => &[
+                    ("senders", tr.senders.is_some()),
+                    ("hosts", tr.hosts.is_some()),
+                ],
                 "incast" => &[("src", tr.src.is_some()), ("hosts", tr.hosts.is_some())],
-                "permutation" => &[("src", tr.src.is_some()), ("dst", tr.dst.is_some()), ("senders", tr.senders.is_some())],
+                "permutation" => &[
+                    ("src", tr.src.is_some()),
+                    ("dst", tr.dst.is_some()),
+                    ("senders", tr.senders.is_some()),
+                ],
                 _ => &[],
             };
             if let Some((k, _)) = stray.iter().find(|(_, present)| *present) {
-                return Err(invalid(format!("traffic[{i}].{k}: not a key of kind \"{kind}\"")));
+                return Err(invalid(format!(
+                    "traffic[{i}].{k}: not a key of kind \"{kind}\""
+                )));
             }
             traffic.push(match kind {
                 "flow" => {
@@ -451,7 +591,9 @@ impl Scenario {
             Some(s) => s as u64,
             None => 1,
         };
-        let stop_at = c.positive("stop_at", &root.stop_at, Dimension::Time)?.map(Time);
+        let stop_at = c
+            .positive("stop_at", &root.stop_at, Dimension::Time)?
+            .map(Time);
         Ok(Scenario {
             name: root.name.unwrap_or_else(|| default_name.to_string()),
             seed,
@@ -467,10 +609,22 @@ impl Scenario {
     /// Builds the topology this scenario describes.
     pub fn build_topology(&self) -> Result<Topology, String> {
         match self.topology {
-            TopologySpec::SingleSwitch { hosts } => Topology::single_switch(hosts, self.link_rate, self.link_delay),
-            TopologySpec::LeafSpine { hosts, leaves, spines, uplink_rate } => {
-                Topology::leaf_spine(hosts, leaves, spines, self.link_rate, uplink_rate, self.link_delay)
+            TopologySpec::SingleSwitch { hosts } => {
+                Topology::single_switch(hosts, self.link_rate, self.link_delay)
             }
+            TopologySpec::LeafSpine {
+                hosts,
+                leaves,
+                spines,
+                uplink_rate,
+            } => Topology::leaf_spine(
+                hosts,
+                leaves,
+                spines,
+                self.link_rate,
+                uplink_rate,
+                self.link_delay,
+            ),
             TopologySpec::FatTree { k } => Topology::fat_tree(k, self.link_rate, self.link_delay),
         }
     }
@@ -556,7 +710,9 @@ fn topology_hosts(t: &TopologySpec) -> u32 {
 
 fn reject_keys(keys: &[(&str, &Q)], kind: &str) -> Result<(), ScenarioError> {
     match keys.iter().find(|(_, v)| v.is_some()) {
-        Some((k, _)) => Err(invalid(format!("{k}: not a key of topology kind \"{kind}\""))),
+        Some((k, _)) => Err(invalid(format!(
+            "{k}: not a key of topology kind \"{kind}\""
+        ))),
         None => Ok(()),
     }
 }

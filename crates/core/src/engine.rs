@@ -48,7 +48,12 @@ impl<E> Default for EventQueue<E> {
 
 impl<E> EventQueue<E> {
     pub fn new() -> Self {
-        EventQueue { heap: BinaryHeap::new(), next_seq: 0, now: Time::ZERO, popped: 0 }
+        EventQueue {
+            heap: BinaryHeap::new(),
+            next_seq: 0,
+            now: Time::ZERO,
+            popped: 0,
+        }
     }
 
     /// The time of the last popped event (zero before the first).
@@ -71,8 +76,16 @@ impl<E> EventQueue<E> {
 
     /// Schedules `event` at `time`. Scheduling in the past is a model bug and panics.
     pub fn schedule(&mut self, time: Time, event: E) {
-        assert!(time >= self.now, "event scheduled in the past: {time} < now {}", self.now);
-        self.heap.push(Entry { time, seq: self.next_seq, event });
+        assert!(
+            time >= self.now,
+            "event scheduled in the past: {time} < now {}",
+            self.now
+        );
+        self.heap.push(Entry {
+            time,
+            seq: self.next_seq,
+            event,
+        });
         self.next_seq += 1;
     }
 

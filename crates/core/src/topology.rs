@@ -13,7 +13,9 @@ use std::collections::VecDeque;
 pub enum NodeKind {
     Host(HostId),
     /// A switch; `tier` 0 is next to hosts (edge/leaf), 1 above it, and so on.
-    Switch { tier: u8 },
+    Switch {
+        tier: u8,
+    },
 }
 
 /// One directed end of a link: this end's transmitter sends to `peer`.
@@ -38,12 +40,18 @@ pub struct Topology {
 
 impl Topology {
     fn new() -> Self {
-        Topology { nodes: Vec::new(), node_ports: Vec::new(), ports: Vec::new(), hosts: Vec::new() }
+        Topology {
+            nodes: Vec::new(),
+            node_ports: Vec::new(),
+            ports: Vec::new(),
+            hosts: Vec::new(),
+        }
     }
 
     fn add_host(&mut self) -> NodeId {
         let id = NodeId(self.nodes.len() as u32);
-        self.nodes.push(NodeKind::Host(HostId(self.hosts.len() as u32)));
+        self.nodes
+            .push(NodeKind::Host(HostId(self.hosts.len() as u32)));
         self.node_ports.push(Vec::new());
         self.hosts.push(id);
         id
@@ -62,7 +70,13 @@ impl Topology {
         let pb = PortId(pa.0 + 1);
         for (node, peer) in [(a, pb), (b, pa)] {
             let local = self.node_ports[node.index()].len() as u16;
-            self.ports.push(Port { node, local, peer, rate, delay });
+            self.ports.push(Port {
+                node,
+                local,
+                peer,
+                rate,
+                delay,
+            });
             let id = PortId(self.ports.len() as u32 - 1);
             self.node_ports[node.index()].push(id);
         }
@@ -71,7 +85,9 @@ impl Topology {
     /// `hosts` hosts on one switch.
     pub fn single_switch(hosts: u32, rate: BitRate, delay: Time) -> Result<Topology, String> {
         if hosts < 2 {
-            return Err(format!("hosts = {hosts}: a single-switch topology needs at least 2 hosts"));
+            return Err(format!(
+                "hosts = {hosts}: a single-switch topology needs at least 2 hosts"
+            ));
         }
         let mut t = Topology::new();
         let hs: Vec<NodeId> = (0..hosts).map(|_| t.add_host()).collect();
@@ -94,10 +110,14 @@ impl Topology {
         delay: Time,
     ) -> Result<Topology, String> {
         if leaves == 0 || spines == 0 {
-            return Err(format!("leaves = {leaves}, spines = {spines}: both must be at least 1"));
+            return Err(format!(
+                "leaves = {leaves}, spines = {spines}: both must be at least 1"
+            ));
         }
         if hosts < 2 || hosts < leaves {
-            return Err(format!("hosts = {hosts}: need at least 2 hosts and one per leaf ({leaves} leaves)"));
+            return Err(format!(
+                "hosts = {hosts}: need at least 2 hosts and one per leaf ({leaves} leaves)"
+            ));
         }
         let mut t = Topology::new();
         let hs: Vec<NodeId> = (0..hosts).map(|_| t.add_host()).collect();
@@ -124,7 +144,9 @@ impl Topology {
     /// aggregation switches, (k/2)^2 cores, k^3/4 hosts; non-blocking.
     pub fn fat_tree(k: u32, rate: BitRate, delay: Time) -> Result<Topology, String> {
         if k < 2 || k % 2 != 0 || k > 64 {
-            return Err(format!("k = {k}: a fat-tree needs an even k between 2 and 64"));
+            return Err(format!(
+                "k = {k}: a fat-tree needs an even k between 2 and 64"
+            ));
         }
         let half = k / 2;
         let mut t = Topology::new();
@@ -138,14 +160,24 @@ impl Topology {
         for pod in 0..k {
             for e in 0..half {
                 for a in 0..half {
-                    t.connect(edges[(pod * half + e) as usize], aggs[(pod * half + a) as usize], rate, delay);
+                    t.connect(
+                        edges[(pod * half + e) as usize],
+                        aggs[(pod * half + a) as usize],
+                        rate,
+                        delay,
+                    );
                 }
             }
         }
         for pod in 0..k {
             for a in 0..half {
                 for c in 0..half {
-                    t.connect(aggs[(pod * half + a) as usize], cores[(a * half + c) as usize], rate, delay);
+                    t.connect(
+                        aggs[(pod * half + a) as usize],
+                        cores[(a * half + c) as usize],
+                        rate,
+                        delay,
+                    );
                 }
             }
         }
@@ -176,7 +208,10 @@ impl Topology {
         self.node_ports[self.hosts[h.index()].index()][0]
     }
     pub fn switch_count(&self) -> usize {
-        self.nodes.iter().filter(|k| matches!(k, NodeKind::Switch { .. })).count()
+        self.nodes
+            .iter()
+            .filter(|k| matches!(k, NodeKind::Switch { .. }))
+            .count()
     }
     /// Hop distances (links) from host `h` to every node, by breadth-first search.
     pub fn distances_from(&self, h: HostId) -> Vec<u32> {
@@ -227,11 +262,17 @@ impl Routes {
             for s in 0..hosts {
                 hops[d * hosts + s] = dist[topo.host_node(HostId(s as u32)).index()].min(255) as u8;
             }
-            if let Some(h) = (0..hosts).find(|&h| dist[topo.host_node(HostId(h as u32)).index()] == u32::MAX) {
-                return Err(format!("host {h} cannot reach host {d}: the topology is not connected"));
+            if let Some(h) =
+                (0..hosts).find(|&h| dist[topo.host_node(HostId(h as u32)).index()] == u32::MAX)
+            {
+                return Err(format!(
+                    "host {h} cannot reach host {d}: the topology is not connected"
+                ));
             }
             for (n, kind) in topo.nodes().iter().enumerate() {
-                let NodeKind::Switch { tier } = *kind else { continue };
+                let NodeKind::Switch { tier } = *kind else {
+                    continue;
+                };
                 let start = pool.len() as u32;
                 for &p in topo.node_ports(NodeId(n as u32)) {
                     let next = topo.port(topo.port(p).peer).node;
@@ -241,11 +282,20 @@ impl Routes {
                 }
                 let len = (pool.len() as u32 - start) as u16;
                 ranges[n * hosts + d] = (start, len);
-                let stride = (len as usize).checked_pow(tier as u32).unwrap_or(usize::MAX).max(1);
+                let stride = (len as usize)
+                    .checked_pow(tier as u32)
+                    .unwrap_or(usize::MAX)
+                    .max(1);
                 statics[n * hosts + d] = pool[start as usize + (d / stride) % len as usize];
             }
         }
-        Ok(Routes { hosts, ranges, pool, statics, hops })
+        Ok(Routes {
+            hosts,
+            ranges,
+            pool,
+            statics,
+            hops,
+        })
     }
 
     /// Ports of `switch` on a shortest path to host `dst`.
@@ -290,14 +340,21 @@ mod tests {
         // (same remote edge) go up different ports.
         let edge = t.port(t.port(t.host_port(HostId(0))).peer).node;
         assert_eq!(r.candidates(edge, HostId(8)).len(), 2);
-        assert_ne!(r.static_port(edge, HostId(8)), r.static_port(edge, HostId(9)));
+        assert_ne!(
+            r.static_port(edge, HostId(8)),
+            r.static_port(edge, HostId(9))
+        );
         // Toward a local host there is one way down.
-        assert_eq!(r.candidates(edge, HostId(1)), &[t.port(t.host_port(HostId(1))).peer]);
+        assert_eq!(
+            r.candidates(edge, HostId(1)),
+            &[t.port(t.host_port(HostId(1))).peer]
+        );
     }
 
     #[test]
     fn leaf_spine_spreads_hosts() {
-        let t = Topology::leaf_spine(10, 4, 2, BitRate::gbps(100), BitRate::gbps(200), Time::ZERO).unwrap();
+        let t = Topology::leaf_spine(10, 4, 2, BitRate::gbps(100), BitRate::gbps(200), Time::ZERO)
+            .unwrap();
         assert_eq!(t.host_count(), 10);
         let leaf_hosts: Vec<usize> = t
             .nodes()
@@ -307,6 +364,8 @@ mod tests {
             .map(|(n, _)| t.node_ports(NodeId(n as u32)).len() - 2)
             .collect();
         assert_eq!(leaf_hosts, vec![3, 3, 2, 2]);
-        assert!(Topology::leaf_spine(3, 4, 1, BitRate::gbps(1), BitRate::gbps(1), Time::ZERO).is_err());
+        assert!(
+            Topology::leaf_spine(3, 4, 1, BitRate::gbps(1), BitRate::gbps(1), Time::ZERO).is_err()
+        );
     }
 }

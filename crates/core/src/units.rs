@@ -73,7 +73,17 @@ impl fmt::Debug for Time {
 impl fmt::Display for Time {
     /// Prints the largest unit that keeps the value exact, e.g. `150ns`, `1.5us`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write_scaled(f, self.0 as u128, &[(1_000_000_000_000, "s"), (1_000_000_000, "ms"), (1_000_000, "us"), (1_000, "ns"), (1, "ps")])
+        write_scaled(
+            f,
+            self.0 as u128,
+            &[
+                (1_000_000_000_000, "s"),
+                (1_000_000_000, "ms"),
+                (1_000_000, "us"),
+                (1_000, "ns"),
+                (1, "ps"),
+            ],
+        )
     }
 }
 
@@ -108,7 +118,17 @@ impl fmt::Debug for BitRate {
 }
 impl fmt::Display for BitRate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write_scaled(f, self.0 as u128, &[(1_000_000_000_000, "Tbps"), (1_000_000_000, "Gbps"), (1_000_000, "Mbps"), (1_000, "Kbps"), (1, "bps")])
+        write_scaled(
+            f,
+            self.0 as u128,
+            &[
+                (1_000_000_000_000, "Tbps"),
+                (1_000_000_000, "Gbps"),
+                (1_000_000, "Mbps"),
+                (1_000, "Kbps"),
+                (1, "bps"),
+            ],
+        )
     }
 }
 
@@ -124,7 +144,12 @@ impl fmt::Debug for ByteSize {
 impl fmt::Display for ByteSize {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let v = self.0 as u128;
-        for (scale, unit) in [(1u128 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")] {
+        for (scale, unit) in [
+            (1u128 << 40, "TiB"),
+            (1 << 30, "GiB"),
+            (1 << 20, "MiB"),
+            (1 << 10, "KiB"),
+        ] {
             if v >= scale && v % scale == 0 {
                 return write!(f, "{}{}", v / scale, unit);
             }
@@ -206,7 +231,11 @@ impl Dimension {
 
     /// The accepted unit spellings, for error messages.
     pub fn unit_list(self) -> String {
-        self.units().iter().map(|(u, _)| *u).collect::<Vec<_>>().join(", ")
+        self.units()
+            .iter()
+            .map(|(u, _)| *u)
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     pub fn name(self) -> &'static str {
@@ -231,13 +260,22 @@ pub fn parse_quantity(text: &str, dim: Dimension) -> Result<u64, String> {
         .unwrap_or(s.len());
     let (num, unit) = (s[..split].replace('_', ""), s[split..].trim());
     if s.starts_with('-') {
-        return Err(format!("\"{text}\" is negative; a {} must be positive", dim.name()));
+        return Err(format!(
+            "\"{text}\" is negative; a {} must be positive",
+            dim.name()
+        ));
     }
     if num.is_empty() {
-        return Err(format!("\"{text}\" has no number; expected e.g. \"{}\"", example(dim)));
+        return Err(format!(
+            "\"{text}\" has no number; expected e.g. \"{}\"",
+            example(dim)
+        ));
     }
     if unit.is_empty() {
-        return Err(format!("\"{text}\" has no unit; expected one of {}", dim.unit_list()));
+        return Err(format!(
+            "\"{text}\" has no unit; expected one of {}",
+            dim.unit_list()
+        ));
     }
     let factor = dim
         .units()
@@ -269,7 +307,10 @@ pub fn parse_quantity(text: &str, dim: Dimension) -> Result<u64, String> {
         .checked_mul(factor)
         .ok_or_else(|| format!("\"{text}\" is too large"))?;
     if scaled % denom != 0 {
-        return Err(format!("\"{text}\" is not a whole number of {}", dim.units()[0].0));
+        return Err(format!(
+            "\"{text}\" is not a whole number of {}",
+            dim.units()[0].0
+        ));
     }
     let value = scaled / denom;
     u64::try_from(value).map_err(|_| format!("\"{text}\" is too large"))
@@ -329,15 +370,24 @@ mod tests {
         assert_eq!(parse_quantity("150ns", Dimension::Time), Ok(150_000));
         assert_eq!(parse_quantity("4KiB", Dimension::Size), Ok(4096));
         assert_eq!(parse_quantity("2MB", Dimension::Size), Ok(2_000_000));
-        assert_eq!(parse_quantity("400Gbps", Dimension::Rate), Ok(400_000_000_000));
+        assert_eq!(
+            parse_quantity("400Gbps", Dimension::Rate),
+            Ok(400_000_000_000)
+        );
         assert_eq!(parse_quantity("5m", Dimension::Length), Ok(5_000));
     }
 
     #[test]
     fn rejects_bad_quantities() {
-        assert!(parse_quantity("400", Dimension::Rate).unwrap_err().contains("no unit"));
-        assert!(parse_quantity("4KiB", Dimension::Rate).unwrap_err().contains("not a rate unit"));
-        assert!(parse_quantity("-3us", Dimension::Time).unwrap_err().contains("negative"));
+        assert!(parse_quantity("400", Dimension::Rate)
+            .unwrap_err()
+            .contains("no unit"));
+        assert!(parse_quantity("4KiB", Dimension::Rate)
+            .unwrap_err()
+            .contains("not a rate unit"));
+        assert!(parse_quantity("-3us", Dimension::Time)
+            .unwrap_err()
+            .contains("negative"));
         assert!(parse_quantity("0.5B", Dimension::Size).is_err());
         assert!(parse_quantity("1.2.3us", Dimension::Time).is_err());
         assert!(parse_quantity("99999999999999999999TiB", Dimension::Size).is_err());

@@ -21,11 +21,28 @@ pub struct Message {
 /// A traffic entry after validation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Traffic {
-    Flow { src: HostId, dst: HostId, size: u64, start: Time, sl: u8 },
-    Incast { senders: Vec<HostId>, dst: HostId, size: u64, start: Time, sl: u8 },
+    Flow {
+        src: HostId,
+        dst: HostId,
+        size: u64,
+        start: Time,
+        sl: u8,
+    },
+    Incast {
+        senders: Vec<HostId>,
+        dst: HostId,
+        size: u64,
+        start: Time,
+        sl: u8,
+    },
     /// Every listed host sends `size` to another; nobody receives twice; nobody sends to
     /// itself (a uniformly drawn derangement).
-    Permutation { hosts: Vec<HostId>, size: u64, start: Time, sl: u8 },
+    Permutation {
+        hosts: Vec<HostId>,
+        size: u64,
+        start: Time,
+        sl: u8,
+    },
 }
 
 /// Expands traffic entries into messages, in entry order.
@@ -33,14 +50,41 @@ pub fn messages(traffic: &[Traffic], seed: u64) -> Vec<Message> {
     let mut out = Vec::new();
     for (i, t) in traffic.iter().enumerate() {
         match t {
-            Traffic::Flow { src, dst, size, start, sl } => {
-                out.push(Message { src: *src, dst: *dst, size: *size, start: *start, sl: *sl })
-            }
-            Traffic::Incast { senders, dst, size, start, sl } => out.extend(
-                senders.iter().map(|&src| Message { src, dst: *dst, size: *size, start: *start, sl: *sl }),
-            ),
-            Traffic::Permutation { hosts, size, start, sl } => {
-                let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (0x9E37_79B9_7F4A_7C15u64.wrapping_mul(i as u64 + 1)));
+            Traffic::Flow {
+                src,
+                dst,
+                size,
+                start,
+                sl,
+            } => out.push(Message {
+                src: *src,
+                dst: *dst,
+                size: *size,
+                start: *start,
+                sl: *sl,
+            }),
+            Traffic::Incast {
+                senders,
+                dst,
+                size,
+                start,
+                sl,
+            } => out.extend(senders.iter().map(|&src| Message {
+                src,
+                dst: *dst,
+                size: *size,
+                start: *start,
+                sl: *sl,
+            })),
+            Traffic::Permutation {
+                hosts,
+                size,
+                start,
+                sl,
+            } => {
+                let mut rng = ChaCha8Rng::seed_from_u64(
+                    seed ^ (0x9E37_79B9_7F4A_7C15u64.wrapping_mul(i as u64 + 1)),
+                );
                 let targets = derangement(hosts, &mut rng);
                 out.extend(hosts.iter().zip(targets).map(|(&src, dst)| Message {
                     src,
@@ -74,7 +118,12 @@ mod tests {
     #[test]
     fn permutation_is_a_seeded_derangement() {
         let hosts: Vec<HostId> = (0..16).map(HostId).collect();
-        let t = [Traffic::Permutation { hosts: hosts.clone(), size: 10, start: Time::ZERO, sl: 0 }];
+        let t = [Traffic::Permutation {
+            hosts: hosts.clone(),
+            size: 10,
+            start: Time::ZERO,
+            sl: 0,
+        }];
         let a = messages(&t, 1);
         assert_eq!(a, messages(&t, 1), "same seed, same pairs");
         assert_ne!(a, messages(&t, 2), "another seed draws other pairs");

@@ -23,8 +23,14 @@ impl CreditSender {
     /// A sender that has heard an initial limit of `initial_limit` blocks, as after the
     /// flow-control packets exchanged at link bring-up.
     pub fn new(initial_limit: u32) -> Self {
-        assert!(initial_limit <= MAX_WINDOW, "credit window above 2048 blocks");
-        CreditSender { fctbs: 0, fccl: initial_limit % MODULUS }
+        assert!(
+            initial_limit <= MAX_WINDOW,
+            "credit window above 2048 blocks"
+        );
+        CreditSender {
+            fctbs: 0,
+            fccl: initial_limit % MODULUS,
+        }
     }
 
     /// Whether a packet of `blocks` blocks fits under the advertised limit.
@@ -42,6 +48,16 @@ impl CreditSender {
     /// Applies a received FCCL.
     pub fn on_limit(&mut self, fccl: u32) {
         self.fccl = fccl % MODULUS;
+    }
+
+    /// Blocks that may still be sent under the current limit.
+    pub fn available(&self) -> u32 {
+        let room = (self.fccl + MODULUS - self.fctbs) % MODULUS;
+        if room <= MAX_WINDOW {
+            room
+        } else {
+            0
+        }
     }
 
     /// FCTBS to put in this end's next flow-control packet.
@@ -68,8 +84,16 @@ pub struct Overflow {
 
 impl CreditReceiver {
     pub fn new(capacity_blocks: u32) -> Self {
-        assert!(capacity_blocks <= MAX_WINDOW, "credit window above 2048 blocks");
-        CreditReceiver { abr: 0, capacity: capacity_blocks, used: 0, peak: 0 }
+        assert!(
+            capacity_blocks <= MAX_WINDOW,
+            "credit window above 2048 blocks"
+        );
+        CreditReceiver {
+            abr: 0,
+            capacity: capacity_blocks,
+            used: 0,
+            peak: 0,
+        }
     }
 
     /// Accepts `blocks` into the buffer.
@@ -78,7 +102,10 @@ impl CreditReceiver {
         self.used += blocks;
         self.peak = self.peak.max(self.used);
         if self.used > self.capacity {
-            return Err(Overflow { used: self.used, capacity: self.capacity });
+            return Err(Overflow {
+                used: self.used,
+                capacity: self.capacity,
+            });
         }
         Ok(())
     }

@@ -45,7 +45,9 @@ impl CcState {
     /// Applies the timer expiries between the last evaluation and `now`.
     fn advance(&mut self, now: Time, p: &CcParams) {
         let periods = now.ps() / p.ccti_timer.ps() - self.evaluated_at.ps() / p.ccti_timer.ps();
-        self.ccti = self.ccti.saturating_sub(periods.min(u32::MAX as u64) as u32);
+        self.ccti = self
+            .ccti
+            .saturating_sub(periods.min(u32::MAX as u64) as u32);
         self.evaluated_at = now;
     }
 
@@ -72,7 +74,12 @@ mod tests {
 
     #[test]
     fn becn_raises_and_timer_lowers() {
-        let p = CcParams { ccti_increase: 2, ccti_limit: 5, ccti_timer: Time::from_us(1), cct_step: Time::from_ns(10) };
+        let p = CcParams {
+            ccti_increase: 2,
+            ccti_limit: 5,
+            ccti_timer: Time::from_us(1),
+            cct_step: Time::from_ns(10),
+        };
         let mut s = CcState::default();
         for _ in 0..4 {
             s.on_becn(Time::from_ns(100), &p);
@@ -80,7 +87,10 @@ mod tests {
         assert_eq!(s.ccti(), 5, "capped at the limit");
         assert_eq!(s.injection_delay(Time::from_ns(999), &p), Time::from_ns(50));
         // Timer expiries at 1 us and 2 us.
-        assert_eq!(s.injection_delay(Time::from_ns(2_500), &p), Time::from_ns(30));
+        assert_eq!(
+            s.injection_delay(Time::from_ns(2_500), &p),
+            Time::from_ns(30)
+        );
         assert_eq!(s.injection_delay(Time::from_us(100), &p), Time::ZERO);
     }
 }

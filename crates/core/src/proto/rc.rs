@@ -36,8 +36,16 @@ impl RcSender {
     /// A WRITE of `size` bytes (at least 1) in packets of `mtu` bytes.
     pub fn new(size: u64, mtu: u32, ack_every: u32) -> Self {
         assert!(size > 0 && mtu > 0);
-        let packets = u32::try_from(size.div_ceil(mtu as u64)).expect("message of more than 2^32 packets");
-        RcSender { size, mtu, packets, next: 0, acked: 0, ack_every: ack_every.max(1) }
+        let packets =
+            u32::try_from(size.div_ceil(mtu as u64)).expect("message of more than 2^32 packets");
+        RcSender {
+            size,
+            mtu,
+            packets,
+            next: 0,
+            acked: 0,
+            ack_every: ack_every.max(1),
+        }
     }
 
     pub fn packets(&self) -> u32 {
@@ -129,11 +137,17 @@ impl RcReceiver {
     pub fn on_data(&mut self, index: u32) -> Receipt {
         let (word, bit) = ((index / 64) as usize, index % 64);
         if index >= self.packets || self.seen[word] & (1 << bit) != 0 {
-            return Receipt { duplicate: true, ack: None, complete: false };
+            return Receipt {
+                duplicate: true,
+                ack: None,
+                complete: false,
+            };
         }
         self.seen[word] |= 1 << bit;
         self.received += 1;
-        while self.prefix < self.packets && self.seen[(self.prefix / 64) as usize] & (1 << (self.prefix % 64)) != 0 {
+        while self.prefix < self.packets
+            && self.seen[(self.prefix / 64) as usize] & (1 << (self.prefix % 64)) != 0
+        {
             self.prefix += 1;
         }
         self.since_ack += 1;
@@ -144,7 +158,11 @@ impl RcReceiver {
         } else {
             None
         };
-        Receipt { duplicate: false, ack, complete }
+        Receipt {
+            duplicate: false,
+            ack,
+            complete,
+        }
     }
 
     pub fn received(&self) -> u32 {
@@ -166,8 +184,18 @@ mod tests {
         let segs: Vec<Segment> = std::iter::from_fn(|| s.next_segment()).collect();
         assert_eq!(segs.iter().map(|x| x.payload as u64).sum::<u64>(), 10_000);
         let ops: Vec<Opcode> = segs.iter().map(|x| x.opcode).collect();
-        assert_eq!(ops, vec![Opcode::RdmaWriteFirst, Opcode::RdmaWriteMiddle, Opcode::RdmaWriteLast]);
-        assert_eq!(segs.iter().map(|x| x.ack_req).collect::<Vec<_>>(), vec![false, true, true]);
+        assert_eq!(
+            ops,
+            vec![
+                Opcode::RdmaWriteFirst,
+                Opcode::RdmaWriteMiddle,
+                Opcode::RdmaWriteLast
+            ]
+        );
+        assert_eq!(
+            segs.iter().map(|x| x.ack_req).collect::<Vec<_>>(),
+            vec![false, true, true]
+        );
         let one = RcSender::new(5, 4096, 1).next_segment().unwrap();
         assert_eq!(one.opcode, Opcode::RdmaWriteOnly);
     }
@@ -175,7 +203,14 @@ mod tests {
     #[test]
     fn receiver_tolerates_reordering_and_flags_duplicates() {
         let mut r = RcReceiver::new(4, 2);
-        assert_eq!(r.on_data(1), Receipt { duplicate: false, ack: None, complete: false });
+        assert_eq!(
+            r.on_data(1),
+            Receipt {
+                duplicate: false,
+                ack: None,
+                complete: false
+            }
+        );
         // Two packets since the last ACK, but no in-order prefix yet: nothing to ACK.
         assert_eq!(r.on_data(3).ack, None);
         assert_eq!(r.on_data(0).ack, Some(1));

@@ -27,7 +27,11 @@ impl VlArbiter {
             entries.push(ArbEntry { vl: 0, weight: 255 });
         }
         let budget = entries[0].weight;
-        VlArbiter { entries, current: 0, budget }
+        VlArbiter {
+            entries,
+            current: 0,
+            budget,
+        }
     }
 
     /// Equal weights over VLs `0..vls`.
@@ -64,7 +68,10 @@ mod tests {
 
     #[test]
     fn weights_split_service() {
-        let mut arb = VlArbiter::new(vec![ArbEntry { vl: 0, weight: 192 }, ArbEntry { vl: 1, weight: 64 }]);
+        let mut arb = VlArbiter::new(vec![
+            ArbEntry { vl: 0, weight: 192 },
+            ArbEntry { vl: 1, weight: 64 },
+        ]);
         let mut sent = [0u32; 2];
         for _ in 0..4000 {
             let vl = arb.pick(|_| true).unwrap();

@@ -21,7 +21,11 @@ const CRC32_TABLE: [u32; 256] = {
         let mut c = i as u32;
         let mut k = 0;
         while k < 8 {
-            c = if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 };
+            c = if c & 1 != 0 {
+                0xEDB8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
             k += 1;
         }
         table[i] = c;
@@ -39,7 +43,11 @@ pub fn vcrc16(data: &[u8]) -> u16 {
     for &b in data {
         reg ^= (b as u16) << 8;
         for _ in 0..8 {
-            reg = if reg & 0x8000 != 0 { (reg << 1) ^ 0x100B } else { reg << 1 };
+            reg = if reg & 0x8000 != 0 {
+                (reg << 1) ^ 0x100B
+            } else {
+                reg << 1
+            };
         }
     }
     !reg

@@ -41,7 +41,10 @@ mod tests {
         let mut out = Vec::new();
         push_record(&mut out, 1_500_000_000_000, &[1, 2, 3, 4]);
         assert_eq!(out.len(), 20);
-        assert_eq!(u64::from_le_bytes(out[0..8].try_into().unwrap()), (1u64 << 32) | (1u64 << 31));
+        assert_eq!(
+            u64::from_le_bytes(out[0..8].try_into().unwrap()),
+            (1u64 << 32) | (1u64 << 31)
+        );
         assert_eq!(out[8], 21);
         assert_eq!(u16::from_be_bytes([out[10], out[11]]), 20);
         assert_eq!(u16::from_be_bytes([out[14], out[15]]), 4);

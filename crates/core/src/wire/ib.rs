@@ -75,7 +75,10 @@ impl Opcode {
 
     /// Whether packets with this opcode carry a RETH.
     pub fn has_reth(self) -> bool {
-        matches!(self, Opcode::RdmaWriteFirst | Opcode::RdmaWriteOnly | Opcode::RdmaReadRequest)
+        matches!(
+            self,
+            Opcode::RdmaWriteFirst | Opcode::RdmaWriteOnly | Opcode::RdmaReadRequest
+        )
     }
 
     pub fn has_aeth(self) -> bool {
@@ -199,7 +202,8 @@ impl PacketRepr {
         if vcrc16(&bytes[..bytes.len() - VCRC_LEN]) != vcrc {
             return Err(ParseError::BadVcrc);
         }
-        let stored_icrc = u32::from_le_bytes(bytes[body_end..body_end + 4].try_into().expect("4 bytes"));
+        let stored_icrc =
+            u32::from_le_bytes(bytes[body_end..body_end + 4].try_into().expect("4 bytes"));
         if icrc(&bytes[..body_end]) != stored_icrc {
             return Err(ParseError::BadIcrc);
         }
@@ -221,11 +225,16 @@ impl PacketRepr {
         let aeth = if opcode.has_aeth() {
             let a = bytes.get(at..at + AETH_LEN).ok_or(ParseError::Truncated)?;
             at += AETH_LEN;
-            Some(Aeth { syndrome: a[0], msn: u32::from_be_bytes([0, a[1], a[2], a[3]]) })
+            Some(Aeth {
+                syndrome: a[0],
+                msn: u32::from_be_bytes([0, a[1], a[2], a[3]]),
+            })
         } else {
             None
         };
-        let payload_len = body_end.checked_sub(at + pad).ok_or(ParseError::LengthMismatch)?;
+        let payload_len = body_end
+            .checked_sub(at + pad)
+            .ok_or(ParseError::LengthMismatch)?;
         Ok(PacketRepr {
             vl: bytes[0] >> 4,
             sl: bytes[1] >> 4,
@@ -288,8 +297,15 @@ mod tests {
             dest_qp: 0x12_3456,
             ack_req: true,
             psn: 0xAB_CDEF,
-            reth: opcode.has_reth().then_some(Reth { virtual_address: 1 << 40, rkey: 9, dma_length: 8192 }),
-            aeth: opcode.has_aeth().then_some(Aeth { syndrome: 0, msn: 5 }),
+            reth: opcode.has_reth().then_some(Reth {
+                virtual_address: 1 << 40,
+                rkey: 9,
+                dma_length: 8192,
+            }),
+            aeth: opcode.has_aeth().then_some(Aeth {
+                syndrome: 0,
+                msn: 5,
+            }),
             payload_len,
         }
     }
@@ -323,9 +339,17 @@ mod tests {
     #[test]
     fn icrc_ignores_variant_fields_and_catches_others() {
         let a = sample(Opcode::RdmaWriteMiddle, 64);
-        let b = PacketRepr { vl: 5, fecn: true, becn: true, ..a };
+        let b = PacketRepr {
+            vl: 5,
+            fecn: true,
+            becn: true,
+            ..a
+        };
         let (ba, bb) = (a.emit(), b.emit());
-        assert_eq!(ba[ba.len() - 6..ba.len() - 2], bb[bb.len() - 6..bb.len() - 2]);
+        assert_eq!(
+            ba[ba.len() - 6..ba.len() - 2],
+            bb[bb.len() - 6..bb.len() - 2]
+        );
         let mut corrupt = ba.clone();
         corrupt[LRH_LEN + 11] ^= 1; // a PSN bit
         assert!(PacketRepr::parse(&corrupt).is_err());

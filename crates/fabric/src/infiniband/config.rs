@@ -53,7 +53,10 @@ pub struct IbCc {
 
 impl Default for IbCc {
     fn default() -> Self {
-        IbCc { fecn_threshold: 32 * 1024, source: CcParams::default() }
+        IbCc {
+            fecn_threshold: 32 * 1024,
+            source: CcParams::default(),
+        }
     }
 }
 

@@ -48,7 +48,11 @@ impl Packet {
 enum Frame {
     Packet(Packet),
     /// A flow-control packet: this end's FCTBS as transmitter and FCCL as receiver.
-    Credit { vl: u8, fctbs: u16, fccl: u16 },
+    Credit {
+        vl: u8,
+        fctbs: u16,
+        fccl: u16,
+    },
 }
 
 /// The closed event set.
@@ -174,12 +178,24 @@ pub struct Simulation {
 impl Simulation {
     /// Builds the fabric and posts every message at its start time. The configuration
     /// and messages must already be validated (hosts in range, sizes positive).
-    pub fn new(cfg: IbConfig, topo: Topology, messages: &[Message], stop_at: Option<Time>) -> Result<Self, String> {
+    pub fn new(
+        cfg: IbConfig,
+        topo: Topology,
+        messages: &[Message],
+        stop_at: Option<Time>,
+    ) -> Result<Self, String> {
         let routes = Routes::minimal(&topo)?;
         let vls = cfg.virtual_lanes as usize;
         let blocks = cfg.vl_buffer / ib::CREDIT_BLOCK as u32;
-        let entries: Vec<ArbEntry> =
-            cfg.vl_weights.iter().enumerate().map(|(vl, &weight)| ArbEntry { vl: vl as u8, weight }).collect();
+        let entries: Vec<ArbEntry> = cfg
+            .vl_weights
+            .iter()
+            .enumerate()
+            .map(|(vl, &weight)| ArbEntry {
+                vl: vl as u8,
+                weight,
+            })
+            .collect();
         let ports = topo
             .ports()
             .iter()
@@ -198,7 +214,13 @@ impl Simulation {
                     releasing: None,
                     arbiter: VlArbiter::new(entries.clone()),
                     egress: if is_switch {
-                        vec![EgressVl { inputs: vec![VecDeque::new(); inputs], ..Default::default() }; vls]
+                        vec![
+                            EgressVl {
+                                inputs: vec![VecDeque::new(); inputs],
+                                ..Default::default()
+                            };
+                            vls
+                        ]
                     } else {
                         Vec::new()
                     },
@@ -213,7 +235,10 @@ impl Simulation {
             })
             .collect();
         let hcas = (0..topo.host_count())
-            .map(|_| Hca { acks: vec![VecDeque::new(); vls], qps: vec![VecDeque::new(); vls] })
+            .map(|_| Hca {
+                acks: vec![VecDeque::new(); vls],
+                qps: vec![VecDeque::new(); vls],
+            })
             .collect();
         let mut queue = EventQueue::new();
         let flows = messages
@@ -268,7 +293,10 @@ impl Simulation {
 
     /// The captured packets, in transmission order.
     pub fn captured(&self) -> &[Captured] {
-        self.capture.as_ref().map(|(_, c)| c.as_slice()).unwrap_or(&[])
+        self.capture
+            .as_ref()
+            .map(|(_, c)| c.as_slice())
+            .unwrap_or(&[])
     }
 
     pub fn now(&self) -> Time {
@@ -314,7 +342,9 @@ impl Simulation {
                 return;
             }
         }
-        let Some((_, event)) = self.queue.pop() else { return };
+        let Some((_, event)) = self.queue.pop() else {
+            return;
+        };
         match event {
             Event::Transmitter { port, generation } => {
                 let p = &mut self.ports[port as usize];
@@ -400,7 +430,13 @@ impl Simulation {
                         p.generation += 1;
                         p.wake_at = Some(t);
                         let generation = p.generation;
-                        self.queue.schedule(t, Event::Transmitter { port: port.0, generation });
+                        self.queue.schedule(
+                            t,
+                            Event::Transmitter {
+                                port: port.0,
+                                generation,
+                            },
+                        );
                     }
                 }
             }
@@ -427,9 +463,16 @@ impl Simulation {
             p.tx_packets += 1;
             p.tx_credit[pkt.vl as usize].on_send(pkt.blocks());
         }
-        self.queue.schedule(now + ser, Event::Transmitter { port: port.0, generation });
+        self.queue.schedule(
+            now + ser,
+            Event::Transmitter {
+                port: port.0,
+                generation,
+            },
+        );
         if was_idle {
-            self.queue.schedule(arrival, Event::Arrival { port: port.0 });
+            self.queue
+                .schedule(arrival, Event::Arrival { port: port.0 });
         }
     }
 
@@ -454,7 +497,9 @@ impl Simulation {
             }
             false
         });
-        let Some(vl) = vl else { return Pick::Wait { blocked, wake } };
+        let Some(vl) = vl else {
+            return Pick::Wait { blocked, wake };
+        };
         let e = &mut p.egress[vl as usize];
         let pos = e
             .active
@@ -462,7 +507,9 @@ impl Simulation {
             .position(|&i| e.inputs[i as usize][0].0 <= now)
             .expect("the arbiter saw a ready input");
         let input = e.active.remove(pos).expect("position is in range");
-        let (_, pkt) = e.inputs[input as usize].pop_front().expect("active inputs are non-empty");
+        let (_, pkt) = e.inputs[input as usize]
+            .pop_front()
+            .expect("active inputs are non-empty");
         if !e.inputs[input as usize].is_empty() {
             e.active.push_back(input);
         }
@@ -471,7 +518,14 @@ impl Simulation {
         p.arbiter.charge(pkt.blocks());
         let node = self.topo.port(port).node;
         let input_port = self.topo.node_ports(node)[input as usize];
-        Pick::Send(pkt, Some(Release { input: input_port, vl, blocks: pkt.blocks() }))
+        Pick::Send(
+            pkt,
+            Some(Release {
+                input: input_port,
+                vl,
+                blocks: pkt.blocks(),
+            }),
+        )
     }
 
     fn pick_hca(&mut self, port: PortId, host: HostId, now: Time) -> Pick {
@@ -497,7 +551,10 @@ impl Simulation {
                     continue;
                 }
                 let seg = flow.sender.peek().expect("queued QPs have data");
-                if credit.can_send(ib::credit_blocks(ib::write_packet_len(seg.payload, seg.index == 0))) {
+                if credit.can_send(ib::credit_blocks(ib::write_packet_len(
+                    seg.payload,
+                    seg.index == 0,
+                ))) {
                     return true;
                 }
                 blocked = true;
@@ -505,13 +562,18 @@ impl Simulation {
             }
             false
         });
-        let Some(vl) = vl else { return Pick::Wait { blocked, wake } };
+        let Some(vl) = vl else {
+            return Pick::Wait { blocked, wake };
+        };
         let hca = &mut self.hcas[host.index()];
         let packet = if let Some(ack) = hca.acks[vl as usize].pop_front() {
             ack
         } else {
             let qps = &mut hca.qps[vl as usize];
-            let pos = qps.iter().position(|&f| self.flows[f as usize].next_allowed <= now).expect("arbiter saw a ready QP");
+            let pos = qps
+                .iter()
+                .position(|&f| self.flows[f as usize].next_allowed <= now)
+                .expect("arbiter saw a ready QP");
             let f = qps.remove(pos).expect("position is in range");
             let flow = &mut self.flows[f as usize];
             let seg: Segment = flow.sender.next_segment().expect("queued QPs have data");
@@ -547,11 +609,17 @@ impl Simulation {
 
     /// Adds a packet leaving its source HCA to the capture, if it is selected.
     fn record(&mut self, pkt: Packet, now: Time) {
-        let Some((filter, out)) = &mut self.capture else { return };
+        let Some((filter, out)) = &mut self.capture else {
+            return;
+        };
         if filter.limit.is_some_and(|l| out.len() as u64 >= l) {
             return;
         }
-        if filter.flows.as_ref().is_some_and(|fs| !fs.contains(&pkt.flow)) {
+        if filter
+            .flows
+            .as_ref()
+            .is_some_and(|fs| !fs.contains(&pkt.flow))
+        {
             return;
         }
         let flow = &self.flows[pkt.flow as usize];
@@ -572,14 +640,18 @@ impl Simulation {
             // QP numbers: the flow's QP is 0x100 + flow at both ends (QP0/1 are reserved).
             dest_qp: 0x100 + pkt.flow,
             ack_req: pkt.kind == Kind::Data
-                && (pkt.index + 1 == flow.sender.packets() || (pkt.index + 1) % self.cfg.ack_every == 0),
+                && (pkt.index + 1 == flow.sender.packets()
+                    || (pkt.index + 1) % self.cfg.ack_every == 0),
             psn,
             reth: pkt.opcode.has_reth().then_some(Reth {
                 virtual_address: 0x1_0000_0000,
                 rkey: 0x100 + pkt.flow,
                 dma_length: flow.msg.size.min(u32::MAX as u64) as u32,
             }),
-            aeth: pkt.opcode.has_aeth().then_some(Aeth { syndrome: 0, msn: 0 }),
+            aeth: pkt.opcode.has_aeth().then_some(Aeth {
+                syndrome: 0,
+                msn: 0,
+            }),
             payload_len: pkt.payload,
         };
         debug_assert_eq!(repr.wire_len() as u32, pkt.wire);
@@ -590,7 +662,10 @@ impl Simulation {
     fn arrive(&mut self, port: PortId) {
         let now = self.queue.now();
         let p = &mut self.ports[port.index()];
-        let (_, frame) = p.wire.pop_front().expect("an arrival event implies a frame on the wire");
+        let (_, frame) = p
+            .wire
+            .pop_front()
+            .expect("an arrival event implies a frame on the wire");
         if let Some(&(next, _)) = p.wire.front() {
             self.queue.schedule(next, Event::Arrival { port: port.0 });
         }
@@ -604,7 +679,10 @@ impl Simulation {
             }
             Frame::Packet(pkt) => {
                 let q = &mut self.ports[to.index()];
-                if q.rx_credit[pkt.vl as usize].on_receive(pkt.blocks()).is_err() {
+                if q.rx_credit[pkt.vl as usize]
+                    .on_receive(pkt.blocks())
+                    .is_err()
+                {
                     self.buffer_overflows += 1;
                 }
                 let node = self.topo.port(to).node;
@@ -661,10 +739,19 @@ impl Simulation {
         self.try_transmit(out);
     }
 
-    /// Adaptive routing's load measure: bytes queued for the port plus one frame if busy.
+    /// Adaptive routing's load measure: bytes queued for the port, plus the bytes its
+    /// credits say sit unreturned in the downstream buffer (the switch's view of
+    /// congestion beyond the link), plus one if the transmitter is busy.
     fn load(&self, port: PortId) -> u64 {
         let p = &self.ports[port.index()];
-        p.queued + if p.busy { 1 } else { 0 }
+        let window = self.cfg.vl_buffer as u64 / ib::CREDIT_BLOCK as u64;
+        let downstream: u64 = p
+            .tx_credit
+            .iter()
+            .map(|c| window.saturating_sub(c.available() as u64))
+            .sum::<u64>()
+            * ib::CREDIT_BLOCK as u64;
+        p.queued + downstream + u64::from(p.busy)
     }
 
     /// A packet reached host `h`.
@@ -697,7 +784,8 @@ impl Simulation {
                 let hca = &mut self.hcas[h.index()];
                 if pkt.fecn && cc_on {
                     self.becns += 1;
-                    hca.acks[pkt.vl as usize].push_back(reply(Kind::Becn, receipt.ack.unwrap_or(0)));
+                    hca.acks[pkt.vl as usize]
+                        .push_back(reply(Kind::Becn, receipt.ack.unwrap_or(0)));
                 }
                 if let Some(index) = receipt.ack {
                     hca.acks[pkt.vl as usize].push_back(reply(Kind::Ack, index));
@@ -807,9 +895,15 @@ impl Simulation {
                 tx_bytes: p.tx_bytes,
                 tx_packets: p.tx_packets,
                 peak_queue_bytes: p.peak_queue,
-                peak_input_bytes: p.rx_credit.iter().map(|c| c.peak() as u64 * ib::CREDIT_BLOCK as u64).max().unwrap_or(0),
+                peak_input_bytes: p
+                    .rx_credit
+                    .iter()
+                    .map(|c| c.peak() as u64 * ib::CREDIT_BLOCK as u64)
+                    .max()
+                    .unwrap_or(0),
                 credit_stall: p.stall_total
-                    + p.stall_since.map_or(Time::ZERO, |s| self.queue.now().saturating_sub(s)),
+                    + p.stall_since
+                        .map_or(Time::ZERO, |s| self.queue.now().saturating_sub(s)),
                 credit_packets: p.credit_packets,
             })
             .collect();
@@ -835,7 +929,10 @@ enum Pick {
     Send(Packet, Option<Release>),
     /// Nothing to send now; `blocked` if a ready packet lacks credits, `wake` when the
     /// earliest not-yet-ready packet becomes ready.
-    Wait { blocked: bool, wake: Option<Time> },
+    Wait {
+        blocked: bool,
+        wake: Option<Time>,
+    },
 }
 
 /// LIDs: host h has LID h + 1 (LID 0 is reserved).

@@ -1,0 +1,252 @@
+//! The command line as users meet it: determinism, captures, bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_fabricsim"))
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("fabricsim-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().unwrap()
+}
+
+const SMALL: &str = "name = \"small\"\nseed = 3\n[fabric.infiniband]\nadaptive_routing = true\n[topology]\nkind = \"leaf-spine\"\nhosts = 8\nleaves = 2\nspines = 2\n[[traffic]]\nkind = \"permutation\"\nsize = \"256KiB\"\n[[traffic]]\nkind = \"incast\"\nsenders = [1, 2, 3]\ndst = 0\nsize = \"100KB\"\nstart = \"2us\"\n";
+
+/// The summary with the wall-clock fields removed.
+fn stable_json(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let o = v.as_object_mut().unwrap();
+    o.remove("wall_seconds");
+    o.remove("events_per_second");
+    v
+}
+
+#[test]
+fn two_runs_are_identical() {
+    let d = tmpdir("det");
+    let f = write(&d, "s.toml", SMALL);
+    let (a, b) = (d.join("a"), d.join("b"));
+    let ra = run(&[
+        "run",
+        f.to_str().unwrap(),
+        "--json",
+        "--out",
+        a.to_str().unwrap(),
+    ]);
+    let rb = run(&[
+        "run",
+        f.to_str().unwrap(),
+        "--json",
+        "--out",
+        b.to_str().unwrap(),
+    ]);
+    assert_eq!(stable_json(&ra), stable_json(&rb));
+    for file in ["flows.csv", "ports.csv"] {
+        assert_eq!(
+            std::fs::read(a.join(file)).unwrap(),
+            std::fs::read(b.join(file)).unwrap(),
+            "{file} differs"
+        );
+    }
+    let flows = std::fs::read_to_string(a.join("flows.csv")).unwrap();
+    assert!(flows.starts_with("flow_id,src,dst,bytes,start_ns,finish_ns,fct_ns,slowdown\n"));
+    assert_eq!(flows.lines().count(), 1 + 8 + 3);
+    // Another seed draws another permutation.
+    let rc = run(&["run", f.to_str().unwrap(), "--json", "--seed", "4"]);
+    assert_ne!(stable_json(&ra), stable_json(&rc));
+}
+
+#[test]
+fn default_scenario_runs_with_no_file() {
+    let out = run(&["run", "--json"]);
+    let v = stable_json(&out);
+    assert_eq!(v["flows"]["completed"], v["flows"]["count"]);
+    assert_eq!(v["fabric"], "infiniband");
+}
+
+#[test]
+fn check_prints_the_effective_configuration() {
+    let d = tmpdir("check");
+    let f = write(&d, "s.toml", SMALL);
+    let out = run(&["check", f.to_str().unwrap()]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    for needle in [
+        "switch_latency = \"150ns\"",
+        "vl_buffer = \"64KiB\"",
+        "uplink_rate = \"400Gbps\"",
+        "adaptive_routing = true",
+    ] {
+        assert!(text.contains(needle), "missing {needle} in:\n{text}");
+    }
+    // The effective configuration is itself a valid scenario.
+    let again = write(&d, "again.toml", &text);
+    assert!(run(&["check", again.to_str().unwrap()]).status.success());
+}
+
+fn expect_error(text: &str, needles: &[&str]) {
+    let d = tmpdir("bad");
+    let f = write(&d, "bad.toml", text);
+    for cmd in ["run", "check"] {
+        let out = run(&[cmd, f.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{cmd}: exit status for {text:?}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+        for n in needles {
+            assert!(
+                err.contains(n),
+                "{cmd}: error for {text:?} should mention {n:?}: {err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_input_is_named_and_exits_2() {
+    expect_error("[fabric]\nlink_rat = \"400Gbps\"\n", &["link_rat"]);
+    expect_error(
+        "[fabric]\nlink_rate = \"400\"\n",
+        &["fabric.link_rate", "\"400\"", "no unit", "line 2"],
+    );
+    expect_error(
+        "[fabric]\nlink_rate = \"400KiB\"\n",
+        &["fabric.link_rate", "KiB"],
+    );
+    expect_error(
+        "[fabric]\nswitch_latency = 150\n",
+        &["fabric.switch_latency", "150", "unit"],
+    );
+    expect_error(
+        "[topology]\nkind = \"single-switch\"\nhosts = 4\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 9\nsize = 10\n",
+        &["traffic[0].dst", "9", "out of range"],
+    );
+    expect_error(
+        "[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = 0\n",
+        &["traffic[0].size", "0", "above zero"],
+    );
+    expect_error(
+        "[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = \"-4KiB\"\n",
+        &["traffic[0].size", "negative"],
+    );
+    expect_error(
+        "[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = -4\n",
+        &["traffic[0].size", "-4"],
+    );
+    expect_error(
+        "[topology]\nkind = \"torus\"\n",
+        &["topology.kind", "torus"],
+    );
+    expect_error(
+        "[fabric.infiniband]\nvl_buffer = \"1MiB\"\n",
+        &["vl_buffer", "1MiB"],
+    );
+}
+
+#[test]
+fn missing_file_exits_2() {
+    let out = run(&["run", "/nonexistent/scenario.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/scenario.toml"));
+}
+
+/// tshark must be present in CI (.ci/run installs it); elsewhere the test says it skipped.
+fn tshark() -> Option<PathBuf> {
+    let found = ["/usr/bin/tshark", "/usr/local/bin/tshark"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists());
+    if found.is_none() {
+        assert!(std::env::var_os("CI").is_none(), "tshark is missing in CI");
+        eprintln!("tshark not installed: skipping the decode check");
+    }
+    found
+}
+
+#[test]
+fn pcap_decodes_in_tshark_with_expected_opcodes_and_psns() {
+    let d = tmpdir("pcap");
+    let f = write(
+        &d,
+        "p.toml",
+        "[topology]\nkind = \"single-switch\"\nhosts = 2\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = 10000\n",
+    );
+    let pcap = d.join("run.pcap");
+    let out = run(&["run", f.to_str().unwrap(), "--pcap", pcap.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bytes = std::fs::read(&pcap).unwrap();
+    assert_eq!(
+        u32::from_le_bytes(bytes[20..24].try_into().unwrap()) & 0xFFFF,
+        197,
+        "ERF link type"
+    );
+    let Some(tshark) = tshark() else { return };
+    let out = Command::new(tshark)
+        .args([
+            "-r",
+            pcap.to_str().unwrap(),
+            "-T",
+            "fields",
+            "-e",
+            "infiniband.bth.opcode",
+            "-e",
+            "infiniband.bth.psn",
+            "-e",
+            "infiniband.bth.destqp",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split('\t').collect()).collect();
+    // 10000 B at MTU 4096: WRITE_FIRST, MIDDLE, LAST with PSNs 0, 1, 2 to QP 0x100, and the ACK.
+    assert_eq!(
+        rows.iter().filter(|r| r[0] == "17").count(),
+        1,
+        "one ACK (opcode 0x11): {text}"
+    );
+    let data: Vec<(&str, &str)> = rows
+        .iter()
+        .filter(|r| r[0] != "17")
+        .map(|r| (r[0], r[1]))
+        .collect();
+    assert_eq!(
+        data,
+        vec![("6", "0"), ("7", "1"), ("8", "2")],
+        "tshark saw:\n{text}"
+    );
+    assert!(
+        rows.iter().all(|r| r[2] == "256" || r[2] == "0x000100"),
+        "{text}"
+    );
+}

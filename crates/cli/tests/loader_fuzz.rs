@@ -1,0 +1,129 @@
+//! Fuzzing the scenario loader: arbitrary text and arbitrary key/value soups never
+//! panic; every rejection is an `Invalid` error with a message.
+
+use fabricsim::scenario::{Scenario, ScenarioError};
+use proptest::prelude::*;
+
+const KEYS: &[&str] = &[
+    "name",
+    "seed",
+    "stop_at",
+    "fabric.kind",
+    "fabric.link_rate",
+    "fabric.mtu",
+    "fabric.switch_latency",
+    "fabric.link_delay",
+    "fabric.cable_length",
+    "fabric.infiniband.virtual_lanes",
+    "fabric.infiniband.vl_buffer",
+    "fabric.infiniband.ack_every",
+    "fabric.infiniband.congestion_control",
+    "fabric.infiniband.ccti_timer",
+    "fabric.infiniband.vl_weights",
+    "fabric.infiniband.sl_to_vl",
+    "topology.kind",
+    "topology.hosts",
+    "topology.leaves",
+    "topology.spines",
+    "topology.k",
+    "topology.uplink_rate",
+    "bogus",
+];
+const VALUES: &[&str] = &[
+    "0",
+    "1",
+    "-1",
+    "2",
+    "7",
+    "4096",
+    "99999999999999",
+    "\"400Gbps\"",
+    "\"4KiB\"",
+    "\"1.5us\"",
+    "\"abc\"",
+    "\"\"",
+    "\"5m\"",
+    "\"-3ns\"",
+    "true",
+    "false",
+    "1.5",
+    "[0, 1]",
+    "[]",
+    "\"fat-tree\"",
+    "\"leaf-spine\"",
+    "\"single-switch\"",
+    "\"infiniband\"",
+    "\"rocev2\"",
+    "\"1e9bps\"",
+    "\"0.5B\"",
+    "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0]",
+];
+const TRAFFIC: &[&str] = &[
+    "kind = \"flow\"",
+    "kind = \"incast\"",
+    "kind = \"permutation\"",
+    "kind = \"x\"",
+    "src = 0",
+    "src = 99",
+    "dst = 1",
+    "dst = -1",
+    "size = 0",
+    "size = \"2MB\"",
+    "size = 4096",
+    "senders = [1, 2]",
+    "senders = [0, 0]",
+    "hosts = [0, 1]",
+    "start = \"1us\"",
+    "start = 5",
+    "sl = 3",
+    "sl = 16",
+];
+
+fn soup() -> impl Strategy<Value = String> {
+    let kv = (0..KEYS.len(), 0..VALUES.len())
+        .prop_map(|(k, v)| format!("{} = {}\n", KEYS[k], VALUES[v]));
+    let traffic = proptest::collection::vec(0..TRAFFIC.len(), 0..6).prop_map(|lines| {
+        format!(
+            "[[traffic]]\n{}\n",
+            lines
+                .iter()
+                .map(|&i| TRAFFIC[i])
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
+    });
+    (
+        proptest::collection::vec(kv, 0..8),
+        proptest::collection::vec(traffic, 0..3),
+    )
+        .prop_map(|(kvs, ts)| format!("{}{}", kvs.concat(), ts.concat()))
+}
+
+fn check(text: &str) -> Result<(), TestCaseError> {
+    match Scenario::parse(text, "fuzz") {
+        Ok(s) => {
+            // A scenario the loader accepts must build.
+            prop_assert!(
+                s.build_topology().is_ok(),
+                "accepted but did not build: {text}"
+            );
+        }
+        Err(ScenarioError::Invalid(msg)) => prop_assert!(!msg.is_empty()),
+        Err(e) => prop_assert!(false, "unexpected error kind {e}"),
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn key_value_soup_never_panics(text in soup()) {
+        check(&text)?;
+    }
+
+    #[test]
+    fn arbitrary_text_never_panics(text in "\\PC{0,200}") {
+        check(&text)?;
+    }
+}
