@@ -1,12 +1,21 @@
-//! The event queue: a binary heap keyed by (time, sequence).
+//! The event queue: a calendar (bucketed timing wheel) keyed by (time, sequence).
 //!
 //! Same-time events leave in insertion order, so a run is a pure function of its inputs.
-//! The queue is generic over the event type; the fabric owns the closed event enum and
-//! the run loop.
+//! Near-future events go into buckets of 2^`BUCKET_SHIFT` ps on a wheel of `WHEEL`
+//! buckets; the bucket being drained is kept sorted, later ones are sorted when reached.
+//! Events beyond the wheel's span wait in a binary heap and move onto the wheel as it
+//! turns. Profiling showed a plain binary heap spending 40 % of a fat-tree run in `pop`;
+//! the wheel makes both operations O(1) on average for the simulator's short horizons.
+//! The queue is generic over the event type; the fabric owns the closed event enum.
 
 use crate::units::Time;
-use std::cmp::Ordering;
+use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
+
+/// Bucket width: 2^14 ps = 16.4 ns (tuned on the reference benchmark).
+const BUCKET_SHIFT: u32 = 14;
+/// Buckets on the wheel (a span of 33.6 us).
+const WHEEL: usize = 1 << 11;
 
 struct Entry<E> {
     time: Time,
@@ -14,9 +23,15 @@ struct Entry<E> {
     event: E,
 }
 
+impl<E> Entry<E> {
+    fn key(&self) -> (Time, u64) {
+        (self.time, self.seq)
+    }
+}
+
 impl<E> PartialEq for Entry<E> {
     fn eq(&self, other: &Self) -> bool {
-        self.time == other.time && self.seq == other.seq
+        self.key() == other.key()
     }
 }
 impl<E> Eq for Entry<E> {}
@@ -26,15 +41,23 @@ impl<E> PartialOrd for Entry<E> {
     }
 }
 impl<E> Ord for Entry<E> {
-    /// Reversed so that the max-heap pops the earliest (time, seq) first.
     fn cmp(&self, other: &Self) -> Ordering {
-        (other.time, other.seq).cmp(&(self.time, self.seq))
+        self.key().cmp(&other.key())
     }
+}
+
+fn bucket_of(t: Time) -> u64 {
+    t.ps() >> BUCKET_SHIFT
 }
 
 /// A future-event list with deterministic tie breaking.
 pub struct EventQueue<E> {
-    heap: BinaryHeap<Entry<E>>,
+    wheel: Vec<Vec<Entry<E>>>,
+    /// Absolute index of the bucket being drained; every wheel entry lies in
+    /// `[cursor, cursor + WHEEL)`, and bucket `cursor` is sorted with the earliest last.
+    cursor: u64,
+    on_wheel: usize,
+    far: BinaryHeap<Reverse<Entry<E>>>,
     next_seq: u64,
     now: Time,
     popped: u64,
@@ -49,7 +72,10 @@ impl<E> Default for EventQueue<E> {
 impl<E> EventQueue<E> {
     pub fn new() -> Self {
         EventQueue {
-            heap: BinaryHeap::new(),
+            wheel: (0..WHEEL).map(|_| Vec::new()).collect(),
+            cursor: 0,
+            on_wheel: 0,
+            far: BinaryHeap::new(),
             next_seq: 0,
             now: Time::ZERO,
             popped: 0,
@@ -67,11 +93,11 @@ impl<E> EventQueue<E> {
     }
 
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.on_wheel + self.far.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.len() == 0
     }
 
     /// Schedules `event` at `time`. Scheduling in the past is a model bug and panics.
@@ -81,22 +107,80 @@ impl<E> EventQueue<E> {
             "event scheduled in the past: {time} < now {}",
             self.now
         );
-        self.heap.push(Entry {
+        let entry = Entry {
             time,
             seq: self.next_seq,
             event,
-        });
+        };
         self.next_seq += 1;
+        self.place(entry);
+    }
+
+    fn place(&mut self, entry: Entry<E>) {
+        let b = bucket_of(entry.time);
+        if b >= self.cursor + WHEEL as u64 {
+            self.far.push(Reverse(entry));
+            return;
+        }
+        let slot = &mut self.wheel[(b % WHEEL as u64) as usize];
+        if b == self.cursor {
+            // Keep the current bucket sorted, earliest last.
+            let key = entry.key();
+            let at = slot.partition_point(|e| e.key() > key);
+            slot.insert(at, entry);
+        } else {
+            slot.push(entry);
+        }
+        self.on_wheel += 1;
+    }
+
+    /// Turns the wheel to the next non-empty bucket and sorts it; false if none.
+    fn settle(&mut self) -> bool {
+        loop {
+            if !self.wheel[(self.cursor % WHEEL as u64) as usize].is_empty() {
+                return true;
+            }
+            if self.on_wheel == 0 {
+                match self.far.peek() {
+                    Some(Reverse(e)) => self.cursor = bucket_of(e.time),
+                    None => return false,
+                }
+            } else {
+                self.cursor += 1;
+            }
+            while let Some(Reverse(e)) = self.far.peek() {
+                if bucket_of(e.time) >= self.cursor + WHEEL as u64 {
+                    break;
+                }
+                let Reverse(e) = self.far.pop().expect("peeked");
+                let slot = &mut self.wheel[(bucket_of(e.time) % WHEEL as u64) as usize];
+                slot.push(e);
+                self.on_wheel += 1;
+            }
+            let slot = &mut self.wheel[(self.cursor % WHEEL as u64) as usize];
+            slot.sort_unstable_by(|a, b| b.key().cmp(&a.key()));
+        }
     }
 
     /// The time of the next event, if any.
-    pub fn peek_time(&self) -> Option<Time> {
-        self.heap.peek().map(|e| e.time)
+    pub fn peek_time(&mut self) -> Option<Time> {
+        if !self.settle() {
+            return None;
+        }
+        self.wheel[(self.cursor % WHEEL as u64) as usize]
+            .last()
+            .map(|e| e.time)
     }
 
     /// Removes the earliest event and advances `now` to its time.
     pub fn pop(&mut self) -> Option<(Time, E)> {
-        let entry = self.heap.pop()?;
+        if !self.settle() {
+            return None;
+        }
+        let entry = self.wheel[(self.cursor % WHEEL as u64) as usize]
+            .pop()
+            .expect("settled on a non-empty bucket");
+        self.on_wheel -= 1;
         self.now = entry.time;
         self.popped += 1;
         Some((entry.time, entry.event))
@@ -106,6 +190,7 @@ impl<E> EventQueue<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn same_time_events_keep_insertion_order() {
@@ -127,5 +212,37 @@ mod tests {
         q.schedule(Time(10), ());
         q.pop();
         q.schedule(Time(9), ());
+    }
+
+    proptest! {
+        /// Against a reference ordering by (time, insertion): any mix of near, same-bucket
+        /// and far-future events, scheduled while popping, leaves in the same order.
+        #[test]
+        fn matches_a_sorted_reference(ops in proptest::collection::vec((0u64..4, 0u64..1 << 40, any::<bool>()), 1..400)) {
+            let mut q = EventQueue::new();
+            let mut reference: Vec<(Time, u64)> = Vec::new();
+            let mut out = Vec::new();
+            let mut id = 0u64;
+            for (scale, offset, pop) in ops {
+                let delta = match scale { 0 => offset % 4096, 1 => offset % 1_000_000, 2 => offset % (1 << 30), _ => offset };
+                let t = Time(q.now().ps() + delta);
+                q.schedule(t, id);
+                reference.push((t, id));
+                id += 1;
+                if pop {
+                    out.push(q.pop().unwrap());
+                }
+            }
+            while let Some(e) = q.pop() {
+                out.push(e);
+            }
+            // Replaying pops: each pop takes the smallest (time, id) among those scheduled so far,
+            // and since times never precede `now`, the output must be sorted.
+            let mut sorted = out.clone();
+            sorted.sort();
+            prop_assert_eq!(&out, &sorted);
+            reference.sort();
+            prop_assert_eq!(out, reference);
+        }
     }
 }

@@ -86,7 +86,11 @@ struct Release {
 
 #[derive(Clone, Debug)]
 struct PortState {
+    /// A packet is being serialised (its end is the pending transmitter event).
     busy: bool,
+    /// When the last frame put on the wire ends; flow-control packets only move this
+    /// forward, so they take link time without an event of their own.
+    free_at: Time,
     generation: u32,
     wake_at: Option<Time>,
     wire: VecDeque<(Time, Frame)>,
@@ -204,6 +208,7 @@ impl Simulation {
                 let inputs = topo.node_ports(p.node).len();
                 PortState {
                     busy: false,
+                    free_at: Time::ZERO,
                     generation: 0,
                     wake_at: None,
                     wire: VecDeque::new(),
@@ -396,7 +401,8 @@ impl Simulation {
         if p.busy {
             return;
         }
-        if p.fc_pending != 0 {
+        while self.ports[port.index()].fc_pending != 0 {
+            let p = &mut self.ports[port.index()];
             let vl = p.fc_pending.trailing_zeros() as u8;
             p.fc_pending &= !(1 << vl);
             p.fc_sent_since_refresh = true;
@@ -407,7 +413,6 @@ impl Simulation {
                 fccl: p.rx_credit[vl as usize].fccl() as u16,
             };
             self.transmit(port, frame, ib::FLOW_CONTROL_PACKET_LEN as u32);
-            return;
         }
         let node = self.topo.port(port).node;
         let choice = match self.topo.nodes()[node.index()] {
