@@ -6,7 +6,7 @@ use fabricsim::experiment;
 use fabricsim::pcap::{self, LinkType};
 use fabricsim::results::{self, write_atomic};
 use fabricsim::scenario::Scenario;
-use fabricsim_fabric::infiniband::CaptureFilter;
+use fabricsim_fabric::infiniband::{CaptureFilter, Simulation};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -197,7 +197,8 @@ fn bench(size: Option<String>) -> Result<(), String> {
     println!("peak_rss_bytes      {after}");
     println!("peak_packets_in_flight {}", r.peak_packets_in_flight);
     println!(
-        "bytes_per_packet_in_flight {:.0} (growth of peak RSS during the run / peak packets in flight)",
+        "bytes_per_packet_in_flight {} (state per packet); peak RSS growth / peak packets in flight: {:.0}",
+        Simulation::bytes_per_packet_in_flight(),
         after.saturating_sub(before) as f64 / in_flight as f64
     );
     Ok(())

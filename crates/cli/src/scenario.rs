@@ -336,7 +336,7 @@ impl Scenario {
         }
         ib.adaptive_routing = f.adaptive_routing.unwrap_or(false);
         if let Some(b) = c.positive(&key("vl_buffer"), &f.vl_buffer, Dimension::Size)? {
-            if b % 64 != 0 || b > 128 * 1024 || b < 4160 {
+            if b % 64 != 0 || !(4160..=128 * 1024).contains(&b) {
                 return Err(c.err(
                     &key("vl_buffer"),
                     f.vl_buffer.as_ref().expect("parsed"),
@@ -469,7 +469,7 @@ impl Scenario {
                     tkind,
                 )?;
                 let k = c.count("topology.k", &t.k, 2, 64)?.unwrap_or(4) as u32;
-                if k % 2 != 0 {
+                if !k.is_multiple_of(2) {
                     return Err(c.err(
                         "topology.k",
                         t.k.as_ref().expect("parsed"),

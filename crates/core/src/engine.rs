@@ -140,6 +140,12 @@ impl<E> EventQueue<E> {
             if !self.wheel[(self.cursor % WHEEL as u64) as usize].is_empty() {
                 return true;
             }
+            // A bucket that once held a burst keeps its capacity; give large ones back so
+            // memory stays proportional to the events pending, not to past bursts.
+            let drained = &mut self.wheel[(self.cursor % WHEEL as u64) as usize];
+            if drained.capacity() > 256 {
+                drained.shrink_to(16);
+            }
             if self.on_wheel == 0 {
                 match self.far.peek() {
                     Some(Reverse(e)) => self.cursor = bucket_of(e.time),
@@ -158,7 +164,7 @@ impl<E> EventQueue<E> {
                 self.on_wheel += 1;
             }
             let slot = &mut self.wheel[(self.cursor % WHEEL as u64) as usize];
-            slot.sort_unstable_by(|a, b| b.key().cmp(&a.key()));
+            slot.sort_unstable_by_key(|e| Reverse(e.key()));
         }
     }
 
@@ -222,13 +228,12 @@ mod tests {
             let mut q = EventQueue::new();
             let mut reference: Vec<(Time, u64)> = Vec::new();
             let mut out = Vec::new();
-            let mut id = 0u64;
-            for (scale, offset, pop) in ops {
+            for (id, (scale, offset, pop)) in ops.into_iter().enumerate() {
+                let id = id as u64;
                 let delta = match scale { 0 => offset % 4096, 1 => offset % 1_000_000, 2 => offset % (1 << 30), _ => offset };
                 let t = Time(q.now().ps() + delta);
                 q.schedule(t, id);
                 reference.push((t, id));
-                id += 1;
                 if pop {
                     out.push(q.pop().unwrap());
                 }

@@ -143,7 +143,7 @@ impl Topology {
     /// A three-tier k-ary fat-tree (Al-Fares et al. 2008): k pods of k/2 edge and k/2
     /// aggregation switches, (k/2)^2 cores, k^3/4 hosts; non-blocking.
     pub fn fat_tree(k: u32, rate: BitRate, delay: Time) -> Result<Topology, String> {
-        if k < 2 || k % 2 != 0 || k > 64 {
+        if k < 2 || !k.is_multiple_of(2) || k > 64 {
             return Err(format!(
                 "k = {k}: a fat-tree needs an even k between 2 and 64"
             ));

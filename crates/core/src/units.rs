@@ -150,7 +150,7 @@ impl fmt::Display for ByteSize {
             (1 << 20, "MiB"),
             (1 << 10, "KiB"),
         ] {
-            if v >= scale && v % scale == 0 {
+            if v >= scale && v.is_multiple_of(scale) {
                 return write!(f, "{}{}", v / scale, unit);
             }
         }

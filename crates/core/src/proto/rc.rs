@@ -82,7 +82,7 @@ impl RcSender {
             index,
             payload,
             opcode: Opcode::rdma_write(index, self.packets),
-            ack_req: last || (index + 1) % self.ack_every == 0,
+            ack_req: last || (index + 1).is_multiple_of(self.ack_every),
         })
     }
 

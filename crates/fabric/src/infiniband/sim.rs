@@ -267,8 +267,11 @@ impl Simulation {
                 }
             })
             .collect();
-        for p in 0..topo.ports().len() {
-            queue.schedule(cfg.credit_refresh, Event::CreditRefresh { port: p as u32 });
+        // Ports' refresh timers are not synchronised: spread their phases over one period.
+        let nports = topo.ports().len() as u64;
+        for p in 0..nports {
+            let phase = Time(cfg.credit_refresh.ps() * (p + 1) / nports.max(1));
+            queue.schedule(phase, Event::CreditRefresh { port: p as u32 });
         }
         Ok(Simulation {
             cfg,
@@ -448,33 +451,37 @@ impl Simulation {
         }
     }
 
+    /// Puts a frame on the wire after whatever is already being serialised. A packet
+    /// holds the transmitter until its end event; a flow-control packet only pushes
+    /// `free_at` forward.
     fn transmit(&mut self, port: PortId, frame: Frame, bytes: u32) {
         let now = self.queue.now();
         let spec = *self.topo.port(port);
         let p = &mut self.ports[port.index()];
-        let ser = spec.rate.serialization(bytes as u64);
-        p.busy = true;
-        p.wake_at = None;
-        p.generation += 1;
+        let end = p.free_at.max(now) + spec.rate.serialization(bytes as u64);
+        p.free_at = end;
         p.tx_bytes += bytes as u64;
-        if let Some(s) = p.stall_since.take() {
-            p.stall_total += now - s;
-        }
-        let generation = p.generation;
         let was_idle = p.wire.is_empty();
-        let arrival = now + ser + spec.delay;
+        let arrival = end + spec.delay;
         p.wire.push_back((arrival, frame));
         if let Frame::Packet(pkt) = frame {
+            p.busy = true;
+            p.wake_at = None;
+            p.generation += 1;
+            if let Some(s) = p.stall_since.take() {
+                p.stall_total += now - s;
+            }
             p.tx_packets += 1;
             p.tx_credit[pkt.vl as usize].on_send(pkt.blocks());
+            let generation = p.generation;
+            self.queue.schedule(
+                end,
+                Event::Transmitter {
+                    port: port.0,
+                    generation,
+                },
+            );
         }
-        self.queue.schedule(
-            now + ser,
-            Event::Transmitter {
-                port: port.0,
-                generation,
-            },
-        );
         if was_idle {
             self.queue
                 .schedule(arrival, Event::Arrival { port: port.0 });
@@ -646,7 +653,7 @@ impl Simulation {
             dest_qp: 0x100 + pkt.flow,
             ack_req: pkt.kind == Kind::Data
                 && (pkt.index + 1 == flow.sender.packets()
-                    || (pkt.index + 1) % self.cfg.ack_every == 0),
+                    || (pkt.index + 1).is_multiple_of(self.cfg.ack_every)),
             psn,
             reth: pkt.opcode.has_reth().then_some(Reth {
                 virtual_address: 0x1_0000_0000,
@@ -807,6 +814,18 @@ impl Simulation {
                     self.flows_acked += 1;
                 }
             }
+        }
+    }
+
+    /// Bytes of simulator state per packet in flight: one wire or egress FIFO entry
+    /// (packets carry no payload bytes; per-port and per-flow state is not per packet).
+    pub const fn bytes_per_packet_in_flight() -> usize {
+        let wire = std::mem::size_of::<(Time, Frame)>();
+        let egress = std::mem::size_of::<(Time, Packet)>();
+        if wire > egress {
+            wire
+        } else {
+            egress
         }
     }
 
