@@ -178,7 +178,7 @@ impl Ctx<'_> {
                     &format!(
                         "a {} needs a unit, as a string like \"{}\"",
                         dim.name(),
-                        example(dim)
+                        dim.example()
                     ),
                 ))
             }
@@ -221,15 +221,6 @@ impl Ctx<'_> {
             )),
             _ => Err(self.err(key, v, "must be a host index (an integer)")),
         }
-    }
-}
-
-fn example(dim: Dimension) -> &'static str {
-    match dim {
-        Dimension::Time => "1.5us",
-        Dimension::Size => "4KiB",
-        Dimension::Rate => "400Gbps",
-        Dimension::Length => "5m",
     }
 }
 

@@ -238,6 +238,16 @@ impl Dimension {
             .join(", ")
     }
 
+    /// A well-formed quantity of this dimension, for error messages.
+    pub fn example(self) -> &'static str {
+        match self {
+            Dimension::Time => "1.5us",
+            Dimension::Size => "4KiB",
+            Dimension::Rate => "400Gbps",
+            Dimension::Length => "5m",
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Dimension::Time => "time",
@@ -268,7 +278,7 @@ pub fn parse_quantity(text: &str, dim: Dimension) -> Result<u64, String> {
     if num.is_empty() {
         return Err(format!(
             "\"{text}\" has no number; expected e.g. \"{}\"",
-            example(dim)
+            dim.example()
         ));
     }
     if unit.is_empty() {
@@ -316,15 +326,6 @@ pub fn parse_quantity(text: &str, dim: Dimension) -> Result<u64, String> {
     u64::try_from(value).map_err(|_| format!("\"{text}\" is too large"))
 }
 
-fn example(dim: Dimension) -> &'static str {
-    match dim {
-        Dimension::Time => "1.5us",
-        Dimension::Size => "4KiB",
-        Dimension::Rate => "400Gbps",
-        Dimension::Length => "5m",
-    }
-}
-
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
@@ -350,10 +351,6 @@ id_type!(
 id_type!(
     /// A directed port: one end of a link, owning that end's transmitter.
     PortId
-);
-id_type!(
-    /// A flow: one message from a source QP to a destination QP.
-    FlowId
 );
 id_type!(
     /// A host, numbered 0.. in the order the topology builder lays hosts out.
