@@ -250,3 +250,32 @@ fn pcap_decodes_in_tshark_with_expected_opcodes_and_psns() {
         "{text}"
     );
 }
+
+#[test]
+fn stop_at_bounds_simulated_time_and_reports_unfinished_flows() {
+    let d = tmpdir("stop");
+    let f = write(
+        &d,
+        "s.toml",
+        &format!(
+            "stop_at = \"3us\"\n{}",
+            SMALL.replace("name = \"small\"\n", "")
+        ),
+    );
+    let out_dir = d.join("o");
+    let v = stable_json(&run(&[
+        "run",
+        f.to_str().unwrap(),
+        "--json",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]));
+    assert_eq!(v["stopped_by_time"], true);
+    assert!(v["sim_time_ns"].as_u64().unwrap() <= 3_000);
+    assert!(v["flows"]["completed"].as_u64().unwrap() < v["flows"]["count"].as_u64().unwrap());
+    let flows = std::fs::read_to_string(out_dir.join("flows.csv")).unwrap();
+    assert!(
+        flows.lines().skip(1).any(|l| l.ends_with(",,")),
+        "unfinished flows have empty finish fields:\n{flows}"
+    );
+}
