@@ -18,14 +18,23 @@ const BUCKET_SHIFT: u32 = 10;
 const WHEEL: usize = 1 << 12;
 
 struct Entry<E> {
-    time: Time,
-    seq: u64,
+    /// Time in the high 64 bits, sequence in the low: one integer compare orders both.
+    key: u128,
     event: E,
 }
 
 impl<E> Entry<E> {
-    fn key(&self) -> (Time, u64) {
-        (self.time, self.seq)
+    fn new(time: Time, seq: u64, event: E) -> Self {
+        Entry {
+            key: ((time.ps() as u128) << 64) | seq as u128,
+            event,
+        }
+    }
+    fn key(&self) -> u128 {
+        self.key
+    }
+    fn time(&self) -> Time {
+        Time((self.key >> 64) as u64)
     }
 }
 
@@ -107,17 +116,13 @@ impl<E> EventQueue<E> {
             "event scheduled in the past: {time} < now {}",
             self.now
         );
-        let entry = Entry {
-            time,
-            seq: self.next_seq,
-            event,
-        };
+        let entry = Entry::new(time, self.next_seq, event);
         self.next_seq += 1;
         self.place(entry);
     }
 
     fn place(&mut self, entry: Entry<E>) {
-        let b = bucket_of(entry.time);
+        let b = bucket_of(entry.time());
         if b >= self.cursor + WHEEL as u64 {
             self.far.push(Reverse(entry));
             return;
@@ -148,18 +153,18 @@ impl<E> EventQueue<E> {
             }
             if self.on_wheel == 0 {
                 match self.far.peek() {
-                    Some(Reverse(e)) => self.cursor = bucket_of(e.time),
+                    Some(Reverse(e)) => self.cursor = bucket_of(e.time()),
                     None => return false,
                 }
             } else {
                 self.cursor += 1;
             }
             while let Some(Reverse(e)) = self.far.peek() {
-                if bucket_of(e.time) >= self.cursor + WHEEL as u64 {
+                if bucket_of(e.time()) >= self.cursor + WHEEL as u64 {
                     break;
                 }
                 let Reverse(e) = self.far.pop().expect("peeked");
-                let slot = &mut self.wheel[(bucket_of(e.time) % WHEEL as u64) as usize];
+                let slot = &mut self.wheel[(bucket_of(e.time()) % WHEEL as u64) as usize];
                 slot.push(e);
                 self.on_wheel += 1;
             }
@@ -175,7 +180,7 @@ impl<E> EventQueue<E> {
         }
         self.wheel[(self.cursor % WHEEL as u64) as usize]
             .last()
-            .map(|e| e.time)
+            .map(|e| e.time())
     }
 
     /// Removes the earliest event and advances `now` to its time.
@@ -187,9 +192,10 @@ impl<E> EventQueue<E> {
             .pop()
             .expect("settled on a non-empty bucket");
         self.on_wheel -= 1;
-        self.now = entry.time;
+        let time = entry.time();
+        self.now = time;
         self.popped += 1;
-        Some((entry.time, entry.event))
+        Some((time, entry.event))
     }
 }
 
