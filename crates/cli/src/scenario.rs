@@ -59,6 +59,9 @@ struct FileFabric {
     cable_length: Q,
     #[serde(default)]
     infiniband: FileIb,
+    /// Accepted so that files holding both fabrics' settings load; read only when
+    /// kind = "rocev2", which is not built yet.
+    #[allow(dead_code)]
     rocev2: Option<toml::Table>,
 }
 
@@ -255,7 +258,8 @@ impl Scenario {
 
     /// Parses and validates scenario text.
     pub fn parse(text: &str, default_name: &str) -> Result<Scenario, ScenarioError> {
-        let root: FileRoot = toml::from_str(text).map_err(|e| invalid(one_line(&e.to_string())))?;
+        let root: FileRoot =
+            toml::from_str(text).map_err(|e| invalid(e.to_string().trim_end().to_string()))?;
         let c = Ctx { text };
         let fabric = &root.fabric;
         if let Some(kind) = &fabric.kind {
@@ -275,7 +279,6 @@ impl Scenario {
                 }
             }
         }
-        let _ = &fabric.rocev2; // read only when kind = "rocev2"
         let link_rate = BitRate(
             c.positive("fabric.link_rate", &fabric.link_rate, Dimension::Rate)?
                 .unwrap_or(DEFAULT_LINK_RATE.bps()),
@@ -706,9 +709,4 @@ fn reject_keys(keys: &[(&str, &Q)], kind: &str) -> Result<(), ScenarioError> {
         ))),
         None => Ok(()),
     }
-}
-
-/// toml's messages span several lines with a source excerpt; keep them, prefixed.
-fn one_line(msg: &str) -> String {
-    msg.trim_end().to_string()
 }

@@ -35,6 +35,8 @@ struct Packet {
     opcode: Opcode,
     vl: u8,
     fecn: bool,
+    /// Data: the sender asked for an ACK (the segment's AckReq bit).
+    ack_req: bool,
 }
 
 impl Packet {
@@ -494,12 +496,15 @@ impl Simulation {
         let mut wake: Option<Time> = None;
         let egress = &p.egress;
         let tx_credit = &p.tx_credit;
+        // Position in the active list of the input the arbiter's chosen VL will serve.
+        let mut chosen = 0;
         let vl = p.arbiter.pick(|vl| {
             let e = &egress[vl as usize];
-            for &input in &e.active {
+            for (pos, &input) in e.active.iter().enumerate() {
                 let (ready, pkt) = e.inputs[input as usize][0];
                 if ready <= now {
                     if tx_credit[vl as usize].can_send(pkt.blocks()) {
+                        chosen = pos;
                         return true;
                     }
                     blocked = true;
@@ -513,12 +518,7 @@ impl Simulation {
             return Pick::Wait { blocked, wake };
         };
         let e = &mut p.egress[vl as usize];
-        let pos = e
-            .active
-            .iter()
-            .position(|&i| e.inputs[i as usize][0].0 <= now)
-            .expect("the arbiter saw a ready input");
-        let input = e.active.remove(pos).expect("position is in range");
+        let input = e.active.remove(chosen).expect("the arbiter saw this input");
         let (_, pkt) = e.inputs[input as usize]
             .pop_front()
             .expect("active inputs are non-empty");
@@ -547,6 +547,8 @@ impl Simulation {
         let mut blocked = false;
         let mut wake: Option<Time> = None;
         let tx_credit = &p.tx_credit;
+        // Position in the VL's QP list of the QP to serve, when no ACK is waiting.
+        let mut chosen = 0;
         let vl = p.arbiter.pick(|vl| {
             let credit = &tx_credit[vl as usize];
             if let Some(ack) = hca.acks[vl as usize].front() {
@@ -556,7 +558,7 @@ impl Simulation {
                 blocked = true;
                 return false;
             }
-            for &f in &hca.qps[vl as usize] {
+            for (pos, &f) in hca.qps[vl as usize].iter().enumerate() {
                 let flow = &flows[f as usize];
                 if flow.next_allowed > now {
                     wake = Some(wake.map_or(flow.next_allowed, |w: Time| w.min(flow.next_allowed)));
@@ -567,6 +569,7 @@ impl Simulation {
                     seg.payload,
                     seg.index == 0,
                 ))) {
+                    chosen = pos;
                     return true;
                 }
                 blocked = true;
@@ -582,11 +585,7 @@ impl Simulation {
             ack
         } else {
             let qps = &mut hca.qps[vl as usize];
-            let pos = qps
-                .iter()
-                .position(|&f| self.flows[f as usize].next_allowed <= now)
-                .expect("arbiter saw a ready QP");
-            let f = qps.remove(pos).expect("position is in range");
+            let f = qps.remove(chosen).expect("the arbiter saw this QP");
             let flow = &mut self.flows[f as usize];
             let seg: Segment = flow.sender.next_segment().expect("queued QPs have data");
             if flow.sender.has_more() {
@@ -612,6 +611,7 @@ impl Simulation {
                 opcode: seg.opcode,
                 vl,
                 fecn: false,
+                ack_req: seg.ack_req,
             }
         };
         self.ports[port.index()].arbiter.charge(packet.blocks());
@@ -651,9 +651,7 @@ impl Simulation {
             becn: pkt.kind == Kind::Becn,
             // QP numbers: the flow's QP is 0x100 + flow at both ends (QP0/1 are reserved).
             dest_qp: 0x100 + pkt.flow,
-            ack_req: pkt.kind == Kind::Data
-                && (pkt.index + 1 == flow.sender.packets()
-                    || (pkt.index + 1).is_multiple_of(self.cfg.ack_every)),
+            ack_req: pkt.ack_req,
             psn,
             reth: pkt.opcode.has_reth().then_some(Reth {
                 virtual_address: 0x1_0000_0000,
@@ -792,6 +790,7 @@ impl Simulation {
                     opcode: Opcode::Acknowledge,
                     vl: pkt.vl,
                     fecn: false,
+                    ack_req: false,
                 };
                 let hca = &mut self.hcas[h.index()];
                 if pkt.fecn && cc_on {
@@ -880,10 +879,11 @@ impl Simulation {
         let packets = m.size.div_ceil(self.cfg.mtu as u64);
         let last_payload = m.size - (packets - 1) * self.cfg.mtu as u64;
         let last = ib::write_packet_len(last_payload as u32, packets == 1) as u64;
-        let total = (packets - 1) * ib::write_packet_len(self.cfg.mtu, false) as u64
-            + ib::RETH_LEN as u64
-            + last
-            - if packets == 1 { ib::RETH_LEN as u64 } else { 0 };
+        // Every packet's wire bytes; the first carries the RETH (already in `last` when
+        // the message is one packet).
+        let first_reth = if packets > 1 { ib::RETH_LEN as u64 } else { 0 };
+        let total =
+            (packets - 1) * ib::write_packet_len(self.cfg.mtu, false) as u64 + first_reth + last;
         self.cfg.hca_tx_latency
             + self.cfg.hca_rx_latency
             + spec.delay * hops
