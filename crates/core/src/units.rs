@@ -105,7 +105,12 @@ impl BitRate {
     ///
     /// Panics if the rate is zero; scenario validation rejects zero rates.
     pub fn serialization(self, bytes: u64) -> Time {
-        let num = bytes as u128 * 8 * 1_000_000_000_000u128;
+        // Packets (under 2 MB) stay in u64 arithmetic: a u128 division is a library call.
+        const PS_PER_BIT: u64 = 1_000_000_000_000;
+        if bytes < 1 << 21 {
+            return Time((bytes * 8 * PS_PER_BIT).div_ceil(self.0));
+        }
+        let num = bytes as u128 * 8 * PS_PER_BIT as u128;
         let den = self.0 as u128;
         Time(num.div_ceil(den) as u64)
     }

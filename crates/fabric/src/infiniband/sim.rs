@@ -70,12 +70,44 @@ enum Event {
     Post { flow: u32 },
 }
 
-/// One egress VL of a switch port: a FIFO per input port, served round-robin.
+/// One egress VL of a switch port: a FIFO per input port, ready inputs served round-robin.
 #[derive(Clone, Debug, Default)]
 struct EgressVl {
-    inputs: Vec<VecDeque<(Time, Packet)>>,
-    active: VecDeque<u16>,
+    /// Packets from each input port, in arrival order.
+    inputs: Vec<VecDeque<Packet>>,
+    /// Packets still inside the switch latency, as (ready time, input). Every packet waits
+    /// the same latency, so arrival order is ready order and the front is the next due.
+    maturing: VecDeque<(Time, u16)>,
+    /// How many packets at the front of each input's FIFO are ready.
+    ready: Vec<u32>,
+    /// Inputs with a ready head, in round-robin order.
+    rr: VecDeque<u16>,
     bytes: u64,
+}
+
+impl EgressVl {
+    fn new(inputs: usize) -> Self {
+        EgressVl {
+            inputs: vec![VecDeque::new(); inputs],
+            ready: vec![0; inputs],
+            ..Default::default()
+        }
+    }
+
+    /// Marks every packet whose latency has passed by `now` as ready.
+    fn mature(&mut self, now: Time) {
+        while let Some(&(t, input)) = self.maturing.front() {
+            if t > now {
+                break;
+            }
+            self.maturing.pop_front();
+            let ready = &mut self.ready[input as usize];
+            *ready += 1;
+            if *ready == 1 {
+                self.rr.push_back(input);
+            }
+        }
+    }
 }
 
 /// Credits to return once a forwarded packet has left.
@@ -221,13 +253,7 @@ impl Simulation {
                     releasing: None,
                     arbiter: VlArbiter::new(entries.clone()),
                     egress: if is_switch {
-                        vec![
-                            EgressVl {
-                                inputs: vec![VecDeque::new(); inputs],
-                                ..Default::default()
-                            };
-                            vls
-                        ]
+                        vec![EgressVl::new(inputs); vls]
                     } else {
                         Vec::new()
                     },
@@ -346,13 +372,9 @@ impl Simulation {
     }
 
     fn pop_one(&mut self) {
-        if let (Some(stop), Some(next)) = (self.stop_at, self.queue.peek_time()) {
-            if next > stop {
-                self.stopped_by_time = true;
-                return;
-            }
-        }
-        let Some((_, event)) = self.queue.pop() else {
+        let Some((_, event)) = self.queue.pop_until(self.stop_at.unwrap_or(Time::MAX)) else {
+            // Nothing due before `stop_at`: either the queue is empty or the bound is hit.
+            self.stopped_by_time = !self.queue.is_empty();
             return;
         };
         match event {
@@ -494,23 +516,24 @@ impl Simulation {
         let p = &mut self.ports[port.index()];
         let mut blocked = false;
         let mut wake: Option<Time> = None;
-        let egress = &p.egress;
+        let egress = &mut p.egress;
         let tx_credit = &p.tx_credit;
-        // Position in the active list of the input the arbiter's chosen VL will serve.
-        let mut chosen = 0;
         let vl = p.arbiter.pick(|vl| {
-            let e = &egress[vl as usize];
-            for (pos, &input) in e.active.iter().enumerate() {
-                let (ready, pkt) = e.inputs[input as usize][0];
-                if ready <= now {
+            let e = &mut egress[vl as usize];
+            e.mature(now);
+            match e.rr.front() {
+                Some(&input) => {
+                    let pkt = e.inputs[input as usize][0];
                     if tx_credit[vl as usize].can_send(pkt.blocks()) {
-                        chosen = pos;
                         return true;
                     }
                     blocked = true;
-                    return false;
                 }
-                wake = Some(wake.map_or(ready, |w: Time| w.min(ready)));
+                None => {
+                    if let Some(&(ready, _)) = e.maturing.front() {
+                        wake = Some(wake.map_or(ready, |w: Time| w.min(ready)));
+                    }
+                }
             }
             false
         });
@@ -518,12 +541,13 @@ impl Simulation {
             return Pick::Wait { blocked, wake };
         };
         let e = &mut p.egress[vl as usize];
-        let input = e.active.remove(chosen).expect("the arbiter saw this input");
-        let (_, pkt) = e.inputs[input as usize]
+        let input = e.rr.pop_front().expect("the arbiter saw a ready input");
+        let pkt = e.inputs[input as usize]
             .pop_front()
-            .expect("active inputs are non-empty");
-        if !e.inputs[input as usize].is_empty() {
-            e.active.push_back(input);
+            .expect("ready inputs are non-empty");
+        e.ready[input as usize] -= 1;
+        if e.ready[input as usize] > 0 {
+            e.rr.push_back(input);
         }
         e.bytes -= pkt.wire as u64;
         p.queued -= pkt.wire as u64;
@@ -739,10 +763,8 @@ impl Simulation {
                 self.fecn_marks += 1;
             }
         }
-        if e.inputs[local].is_empty() {
-            e.active.push_back(local as u16);
-        }
-        e.inputs[local].push_back((ready, pkt));
+        e.inputs[local].push_back(pkt);
+        e.maturing.push_back((ready, local as u16));
         e.bytes += pkt.wire as u64;
         o.queued += pkt.wire as u64;
         o.peak_queue = o.peak_queue.max(o.queued);
@@ -820,7 +842,8 @@ impl Simulation {
     /// (packets carry no payload bytes; per-port and per-flow state is not per packet).
     pub const fn bytes_per_packet_in_flight() -> usize {
         let wire = std::mem::size_of::<(Time, Frame)>();
-        let egress = std::mem::size_of::<(Time, Packet)>();
+        // A queued packet plus its entry in the maturing list while it waits out the latency.
+        let egress = std::mem::size_of::<Packet>() + std::mem::size_of::<(Time, u16)>();
         if wire > egress {
             wire
         } else {
@@ -851,7 +874,7 @@ impl Simulation {
             }
             for e in &p.egress {
                 for q in &e.inputs {
-                    q.iter().for_each(|(_, pkt)| count(pkt));
+                    q.iter().for_each(&mut count);
                 }
             }
         }
