@@ -2,6 +2,9 @@
 //! and returns decisions; none schedules events or touches I/O.
 
 pub mod credit;
+pub mod dcqcn;
+pub mod ecn;
 pub mod ibcc;
+pub mod pfc;
 pub mod rc;
 pub mod vlarb;

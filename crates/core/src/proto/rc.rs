@@ -29,6 +29,8 @@ pub struct RcSender {
     packets: u32,
     next: u32,
     acked: u32,
+    /// One past the highest packet ever injected; packets below it are retransmissions.
+    high: u32,
     ack_every: u32,
 }
 
@@ -44,6 +46,7 @@ impl RcSender {
             packets,
             next: 0,
             acked: 0,
+            high: 0,
             ack_every: ack_every.max(1),
         }
     }
@@ -66,6 +69,7 @@ impl RcSender {
     pub fn next_segment(&mut self) -> Option<Segment> {
         let seg = self.peek()?;
         self.next += 1;
+        self.high = self.high.max(self.next);
         Some(seg)
     }
 
@@ -96,6 +100,86 @@ impl RcSender {
 
     pub fn is_acked(&self) -> bool {
         self.acked == self.packets
+    }
+
+    /// Packets acknowledged so far (a prefix).
+    pub fn acked(&self) -> u32 {
+        self.acked
+    }
+
+    /// Go back N: the next packet injected is `index` (never below the acknowledged
+    /// prefix, never forward).
+    pub fn rewind(&mut self, index: u32) {
+        self.next = self.next.min(index.max(self.acked));
+    }
+
+    /// Whether packet `index` has been injected before.
+    pub fn is_retransmission(&self, index: u32) -> bool {
+        index < self.high
+    }
+}
+
+/// What an in-order (go-back-N) receiver did with a data packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InOrderReceipt {
+    /// Placed; ACK `0..=index` if `ack` is set; `complete` if it was the last packet.
+    Accepted { ack: Option<u32>, complete: bool },
+    /// Beyond the expected packet and discarded; send a NAK for `expected` if set (once
+    /// per gap).
+    OutOfSequence { nak: Option<u32> },
+    /// Already placed; re-ACK the in-order prefix `0..=index` so the sender moves on.
+    Duplicate { ack: Option<u32> },
+}
+
+/// Receiver half of RoCE's go-back-N RC: accepts only the expected packet.
+#[derive(Clone, Debug)]
+pub struct InOrderReceiver {
+    packets: u32,
+    expected: u32,
+    since_ack: u32,
+    ack_every: u32,
+    nak_sent: bool,
+}
+
+impl InOrderReceiver {
+    pub fn new(packets: u32, ack_every: u32) -> Self {
+        InOrderReceiver {
+            packets,
+            expected: 0,
+            since_ack: 0,
+            ack_every: ack_every.max(1),
+            nak_sent: false,
+        }
+    }
+
+    /// Packets placed so far (a prefix of the message).
+    pub fn received(&self) -> u32 {
+        self.expected
+    }
+
+    pub fn on_data(&mut self, index: u32) -> InOrderReceipt {
+        use std::cmp::Ordering::*;
+        match index.cmp(&self.expected) {
+            Equal => {
+                self.expected += 1;
+                self.nak_sent = false;
+                self.since_ack += 1;
+                let complete = self.expected == self.packets;
+                let ack = (complete || self.since_ack >= self.ack_every).then(|| {
+                    self.since_ack = 0;
+                    index
+                });
+                InOrderReceipt::Accepted { ack, complete }
+            }
+            Greater => {
+                let nak = (!self.nak_sent).then_some(self.expected);
+                self.nak_sent = true;
+                InOrderReceipt::OutOfSequence { nak }
+            }
+            Less => InOrderReceipt::Duplicate {
+                ack: self.expected.checked_sub(1),
+            },
+        }
     }
 }
 
@@ -218,6 +302,43 @@ mod tests {
         let last = r.on_data(2);
         assert!(last.complete);
         assert_eq!(last.ack, Some(3));
+    }
+
+    #[test]
+    fn go_back_n_round_trip() {
+        let mut s = RcSender::new(6 * 4096, 4096, 2);
+        let mut r = InOrderReceiver::new(6, 2);
+        for _ in 0..3 {
+            s.next_segment();
+        }
+        // Packet 1 is lost: 0 is placed, 2 is out of sequence and NAKs 1, once.
+        assert_eq!(
+            r.on_data(0),
+            InOrderReceipt::Accepted {
+                ack: None,
+                complete: false
+            }
+        );
+        assert_eq!(r.on_data(2), InOrderReceipt::OutOfSequence { nak: Some(1) });
+        assert_eq!(r.on_data(2), InOrderReceipt::OutOfSequence { nak: None });
+        s.on_ack(0);
+        s.rewind(1);
+        let again = s.next_segment().unwrap();
+        assert_eq!(again.index, 1);
+        assert!(s.is_retransmission(1));
+        assert!(!s.is_retransmission(3));
+        assert_eq!(
+            r.on_data(1),
+            InOrderReceipt::Accepted {
+                ack: Some(1),
+                complete: false
+            }
+        );
+        assert_eq!(r.on_data(0), InOrderReceipt::Duplicate { ack: Some(1) });
+        // Rewinding never goes below the acknowledged prefix.
+        s.on_ack(1);
+        s.rewind(0);
+        assert_eq!(s.next_segment().unwrap().index, 2);
     }
 
     #[test]

@@ -6,3 +6,4 @@
 pub mod crc;
 pub mod erf;
 pub mod ib;
+pub mod roce;
