@@ -1,9 +1,11 @@
 //! Runs a scenario: builds the model, drives it in slices with a progress bar on
 //! standard error, and returns the report.
 
-use crate::scenario::Scenario;
-use fabricsim_fabric::infiniband::{CaptureFilter, Captured, Simulation};
+use crate::scenario::{FabricKind, Scenario};
+use fabricsim_core::units::Time;
+use fabricsim_fabric::infiniband::{self, CaptureFilter, Captured};
 use fabricsim_fabric::report::RunReport;
+use fabricsim_fabric::rocev2::{self, RateSample};
 use fabricsim_fabric::workload::messages;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::time::{Duration, Instant};
@@ -13,6 +15,35 @@ pub struct Outcome {
     pub report: RunReport,
     pub wall_seconds: f64,
     pub captured: Vec<Captured>,
+    /// RoCEv2: every flow's DCQCN rate each time it was cut.
+    pub rates: Vec<RateSample>,
+}
+
+/// The model a scenario runs on.
+enum Model {
+    Ib(Box<infiniband::Simulation>),
+    Roce(Box<rocev2::Simulation>),
+}
+
+impl Model {
+    fn step(&mut self, n: u64) -> bool {
+        match self {
+            Model::Ib(s) => s.step(n),
+            Model::Roce(s) => s.step(n),
+        }
+    }
+    fn events(&self) -> u64 {
+        match self {
+            Model::Ib(s) => s.events(),
+            Model::Roce(s) => s.events(),
+        }
+    }
+    fn now(&self) -> Time {
+        match self {
+            Model::Ib(s) => s.now(),
+            Model::Roce(s) => s.now(),
+        }
+    }
 }
 
 /// Events processed between looks at the wall clock.
@@ -27,10 +58,31 @@ pub fn run(
 ) -> Result<Outcome, String> {
     let topo = scenario.build_topology()?;
     let msgs = messages(&scenario.traffic, scenario.seed);
-    let mut sim = Simulation::new(scenario.ib.clone(), topo, &msgs, scenario.stop_at)?;
-    if let Some(f) = capture {
-        sim.capture(f);
-    }
+    let mut sim = match scenario.fabric {
+        FabricKind::Infiniband => {
+            let mut ib = infiniband::Simulation::new(scenario.ib.clone(), topo, &msgs, scenario.stop_at)?;
+            if let Some(f) = capture {
+                ib.capture(f);
+            }
+            Model::Ib(Box::new(ib))
+        }
+        FabricKind::Rocev2 => {
+            if capture.is_some() {
+                return Err("--pcap: captures of the RoCEv2 fabric are not built yet; run without --pcap".into());
+            }
+            // The ECN draws and ECMP hash follow the scenario seed (and --seed).
+            let cfg = rocev2::RoceConfig {
+                seed: scenario.seed,
+                ..scenario.roce.clone()
+            };
+            Model::Roce(Box::new(rocev2::Simulation::new(
+                cfg,
+                topo,
+                &msgs,
+                scenario.stop_at,
+            )?))
+        }
+    };
     let started = Instant::now();
     let mut bar: Option<ProgressBar> = None;
     while !sim.step(SLICE) {
@@ -62,9 +114,18 @@ pub fn run(
         b.finish_and_clear();
     }
     let wall_seconds = started.elapsed().as_secs_f64();
-    Ok(Outcome {
-        report: sim.report(),
-        wall_seconds,
-        captured: sim.captured().to_vec(),
+    Ok(match sim {
+        Model::Ib(s) => Outcome {
+            report: s.report(),
+            wall_seconds,
+            captured: s.captured().to_vec(),
+            rates: Vec::new(),
+        },
+        Model::Roce(s) => Outcome {
+            report: s.report(),
+            wall_seconds,
+            captured: Vec::new(),
+            rates: s.rate_samples().to_vec(),
+        },
     })
 }

@@ -120,7 +120,7 @@ fn dispatch(cmd: Command) -> Result<(), String> {
             let outcome = experiment::run(&scenario, capture, true)?;
             let summary = results::summary(&scenario, &outcome);
             if let Some(dir) = &out {
-                results::write_out_dir(dir, &summary, &outcome.report)
+                results::write_out_dir(dir, &summary, &outcome)
                     .map_err(|e| format!("--out {}: {e}", dir.display()))?;
             }
             if let Some(path) = &pcap {

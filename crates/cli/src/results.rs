@@ -4,6 +4,7 @@
 use crate::experiment::Outcome;
 use crate::scenario::Scenario;
 use fabricsim_fabric::report::RunReport;
+use fabricsim_fabric::rocev2::RateSample;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -36,10 +37,14 @@ pub struct Summary {
     pub drops: u64,
     pub retransmitted_packets: u64,
     pub pfc_pause_frames: u64,
-    /// On InfiniBand: packets marked FECN.
+    /// Packets marked ECN CE (RoCEv2) or FECN (InfiniBand).
     pub ecn_marked: u64,
-    /// On InfiniBand: BECN notifications returned to sources.
+    /// CNPs sent (RoCEv2) or BECNs returned (InfiniBand).
     pub cnps: u64,
+    /// Time ports spent paused by PFC, summed over ports.
+    pub pfc_paused_ns: u64,
+    pub naks: u64,
+    pub retransmission_timeouts: u64,
     pub seed: u64,
     pub events_per_second: f64,
     pub credit_stall_ns: u64,
@@ -85,7 +90,7 @@ pub fn summary(scenario: &Scenario, out: &Outcome) -> Summary {
     fcts.sort_unstable();
     Summary {
         scenario: scenario.name.clone(),
-        fabric: "infiniband",
+        fabric: scenario.fabric.name(),
         sim_time_ns: r.sim_time.ns(),
         events: r.events,
         wall_seconds: out.wall_seconds,
@@ -102,9 +107,12 @@ pub fn summary(scenario: &Scenario, out: &Outcome) -> Summary {
         goodput_gbps: goodput_gbps(r),
         drops: r.drops,
         retransmitted_packets: r.retransmitted_packets,
-        pfc_pause_frames: 0,
+        pfc_pause_frames: r.pfc_pause_frames,
         ecn_marked: r.fecn_marks,
         cnps: r.becns,
+        pfc_paused_ns: r.ports.iter().map(|p| p.paused.ns()).sum(),
+        naks: r.naks,
+        retransmission_timeouts: r.timeouts,
         seed: scenario.seed,
         events_per_second: if out.wall_seconds > 0.0 {
             r.events as f64 / out.wall_seconds
@@ -156,11 +164,11 @@ fn ns3(ps: u64) -> f64 {
 
 /// ports.csv: one row per directed port.
 pub fn ports_csv(r: &RunReport) -> String {
-    let mut s = String::from("node,port,peer_node,tx_bytes,tx_packets,credit_packets,peak_queue_bytes,peak_input_bytes,credit_stall_ns\n");
+    let mut s = String::from("node,port,peer_node,tx_bytes,tx_packets,credit_packets,peak_queue_bytes,peak_input_bytes,credit_stall_ns,pause_frames,paused_ns,drops,ecn_marks\n");
     for p in &r.ports {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{:.3}",
+            "{},{},{},{},{},{},{},{},{:.3},{},{:.3},{},{}",
             p.node,
             p.port,
             p.peer_node,
@@ -169,7 +177,11 @@ pub fn ports_csv(r: &RunReport) -> String {
             p.credit_packets,
             p.peak_queue_bytes,
             p.peak_input_bytes,
-            ns3(p.credit_stall.ps())
+            ns3(p.credit_stall.ps()),
+            p.pause_frames,
+            ns3(p.paused.ps()),
+            p.drops,
+            p.ecn_marks
         );
     }
     s
@@ -187,8 +199,23 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
-/// Writes summary.json, flows.csv and ports.csv into `dir` (created if missing).
-pub fn write_out_dir(dir: &Path, summary: &Summary, r: &RunReport) -> std::io::Result<()> {
+/// rates.csv: `time_ns,flow_id,rate_gbps`, one row per DCQCN rate cut, in time order.
+pub fn rates_csv(rates: &[RateSample]) -> String {
+    let mut s = String::from("time_ns,flow_id,rate_gbps\n");
+    for r in rates {
+        let _ = writeln!(s, "{:.3},{},{:.6}", ns3(r.time.ps()), r.flow, r.rate.bps() as f64 / 1e9);
+    }
+    s
+}
+
+/// Writes summary.json, flows.csv, ports.csv and (RoCEv2) rates.csv into `dir`
+/// (created if missing).
+pub fn write_out_dir(dir: &Path, summary: &Summary, out: &Outcome) -> std::io::Result<()> {
+    let r = &out.report;
+    if summary.fabric == "rocev2" {
+        std::fs::create_dir_all(dir)?;
+        write_atomic(&dir.join("rates.csv"), rates_csv(&out.rates).as_bytes())?;
+    }
     std::fs::create_dir_all(dir)?;
     let json = serde_json::to_string_pretty(summary).expect("summary serialises");
     write_atomic(&dir.join("summary.json"), format!("{json}\n").as_bytes())?;

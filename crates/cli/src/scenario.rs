@@ -4,7 +4,11 @@
 use fabricsim_core::proto::ibcc::CcParams;
 use fabricsim_core::topology::Topology;
 use fabricsim_core::units::{parse_quantity, BitRate, ByteSize, Dimension, HostId, Time};
+use fabricsim_core::proto::dcqcn::DcqcnPreset;
+use fabricsim_core::proto::ecn::RedParams;
+use fabricsim_core::wire::roce::IpVersion;
 use fabricsim_fabric::infiniband::{default_sl_to_vl, IbCc, IbConfig};
+use fabricsim_fabric::rocev2::{hpcc_ecn, DcqcnConfig, EcnConfig, RoceConfig};
 use fabricsim_fabric::workload::Traffic;
 use serde::Deserialize;
 use std::fmt::Write as _;
@@ -59,10 +63,47 @@ struct FileFabric {
     cable_length: Q,
     #[serde(default)]
     infiniband: FileIb,
-    /// Accepted so that files holding both fabrics' settings load; read only when
-    /// kind = "rocev2", which is not built yet.
-    #[allow(dead_code)]
-    rocev2: Option<toml::Table>,
+    #[serde(default)]
+    rocev2: FileRoce,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileRoce {
+    pfc: Option<bool>,
+    switch_buffer: Q,
+    headroom: Q,
+    reserve: Q,
+    alpha_shift: Q,
+    ecn: Option<FileEcn>,
+    congestion_control: Option<Spanned<String>>,
+    dcqcn_preset: Option<Spanned<String>>,
+    loss_recovery: Option<Spanned<String>>,
+    ip: Option<Spanned<String>>,
+    ack_every: Q,
+    rto_exponent: Q,
+    nic_tx_latency: Q,
+    nic_rx_latency: Q,
+    cnp_interval: Q,
+    dcqcn_g: Option<f64>,
+    alpha_period: Q,
+    increase_period: Q,
+    byte_counter: Q,
+    fast_recovery_steps: Q,
+    rate_ai: Q,
+    rate_hai: Q,
+    min_rate: Q,
+    rate_decrease_period: Q,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileEcn {
+    enabled: Option<bool>,
+    kmin: Q,
+    kmax: Q,
+    pmax: Option<f64>,
+    scale_from: Q,
 }
 
 #[derive(Deserialize, Default)]
@@ -126,15 +167,33 @@ pub enum TopologySpec {
     },
 }
 
+/// Which fabric a scenario runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FabricKind {
+    Infiniband,
+    Rocev2,
+}
+
+impl FabricKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            FabricKind::Infiniband => "infiniband",
+            FabricKind::Rocev2 => "rocev2",
+        }
+    }
+}
+
 /// A validated scenario with every default filled in.
 #[derive(Clone, Debug)]
 pub struct Scenario {
     pub name: String,
     pub seed: u64,
     pub stop_at: Option<Time>,
+    pub fabric: FabricKind,
     pub link_rate: BitRate,
     pub link_delay: Time,
     pub ib: IbConfig,
+    pub roce: RoceConfig,
     pub topology: TopologySpec,
     pub traffic: Vec<Traffic>,
 }
@@ -262,15 +321,11 @@ impl Scenario {
             toml::from_str(text).map_err(|e| invalid(e.to_string().trim_end().to_string()))?;
         let c = Ctx { text };
         let fabric = &root.fabric;
+        let mut fabric_kind = FabricKind::Infiniband;
         if let Some(kind) = &fabric.kind {
             match kind.get_ref().as_str() {
                 "infiniband" => {}
-                "rocev2" => {
-                    return Err(invalid(format!(
-                        "line {}: fabric.kind = \"rocev2\": the RoCEv2 fabric is not built yet (issue 3); use \"infiniband\"",
-                        c.line(kind.span())
-                    )))
-                }
+                "rocev2" => fabric_kind = FabricKind::Rocev2,
                 other => {
                     return Err(invalid(format!(
                         "line {}: fabric.kind = \"{other}\": expected \"infiniband\" or \"rocev2\"",
@@ -301,18 +356,30 @@ impl Scenario {
             (None, None) => DEFAULT_LINK_DELAY,
         };
         let mut ib = IbConfig::default();
+        let mut roce = RoceConfig {
+            // Cable length for the headroom rule: as given, or from the delay at 5 ns/m.
+            cable_mm: c
+                .quantity("fabric.cable_length", &fabric.cable_length, Dimension::Length)?
+                .unwrap_or(link_delay.ps() * 1000 / PS_PER_METRE),
+            ..RoceConfig::default()
+        };
         if let Some(m) = &fabric.mtu {
             let mtu = c
                 .count("fabric.mtu", &fabric.mtu, 1, u32::MAX as u64)?
                 .unwrap_or(4096) as u32;
-            if ![256, 512, 1024, 2048, 4096].contains(&mtu) {
+            let allowed: &[u32] = match fabric_kind {
+                FabricKind::Infiniband => &[256, 512, 1024, 2048, 4096],
+                FabricKind::Rocev2 => &[1024, 2048, 4096],
+            };
+            if !allowed.contains(&mtu) {
                 return Err(c.err(
                     "fabric.mtu",
                     m,
-                    "InfiniBand MTU must be 256, 512, 1024, 2048 or 4096",
+                    &format!("a {} MTU must be one of {allowed:?}", fabric_kind.name()),
                 ));
             }
             ib.mtu = mtu;
+            roce.mtu = mtu;
         }
         if let Some(l) = c.quantity(
             "fabric.switch_latency",
@@ -320,7 +387,9 @@ impl Scenario {
             Dimension::Time,
         )? {
             ib.switch_latency = Time(l);
+            roce.switch_latency = Time(l);
         }
+        parse_roce(&c, &fabric.rocev2, &mut roce, link_rate)?;
         let f = &fabric.infiniband;
         let key = |k: &str| format!("fabric.infiniband.{k}");
         if let Some(v) = c.count(&key("virtual_lanes"), &f.virtual_lanes, 1, 15)? {
@@ -592,9 +661,11 @@ impl Scenario {
             name: root.name.unwrap_or_else(|| default_name.to_string()),
             seed,
             stop_at,
+            fabric: fabric_kind,
             link_rate,
             link_delay,
             ib,
+            roce,
             topology,
             traffic,
         })
@@ -623,6 +694,71 @@ impl Scenario {
         }
     }
 
+    /// `[fabric.rocev2]` with every default filled in.
+    fn roce_toml(&self, s: &mut String) {
+        let r = &self.roce;
+        let _ = writeln!(
+            s,
+            "\n[fabric.rocev2]\nip = \"{}\"\npfc = {}\nswitch_buffer = \"{}\"\nreserve = \"{}\"\nalpha_shift = {}\nloss_recovery = \"go-back-n\"\nack_every = {}\nrto_exponent = {}   # {}\nnic_tx_latency = \"{}\"\nnic_rx_latency = \"{}\"",
+            if r.ip == IpVersion::V6 { "ipv6" } else { "ipv4" },
+            r.pfc,
+            ByteSize(r.switch_buffer),
+            ByteSize(r.reserve),
+            r.alpha_shift,
+            r.ack_every,
+            r.rto_exponent,
+            r.rto(),
+            r.nic_tx_latency,
+            r.nic_rx_latency
+        );
+        if r.pfc {
+            let _ = writeln!(
+                s,
+                "headroom = \"{}\"{}",
+                ByteSize(r.headroom_for(self.link_rate)),
+                if r.headroom.is_none() { "   # the mlx5 rule at link_rate" } else { "" }
+            );
+        }
+        match &r.dcqcn {
+            None => {
+                let _ = writeln!(s, "congestion_control = \"none\"");
+            }
+            Some(d) => {
+                let p = &d.params;
+                let _ = writeln!(
+                    s,
+                    "congestion_control = \"dcqcn\"\ndcqcn_preset = \"{}\"\ndcqcn_g = {}\nalpha_period = \"{}\"\nincrease_period = \"{}\"\n{}fast_recovery_steps = {}\nrate_ai = \"{}\"\nrate_hai = \"{}\"\nmin_rate = \"{}\"\nrate_decrease_period = \"{}\"\ncnp_interval = \"{}\"",
+                    d.preset.name(),
+                    p.g,
+                    p.alpha_period,
+                    p.increase_period,
+                    p.byte_counter.map_or("# byte_counter: off\n".to_string(), |b| format!("byte_counter = {b}\n")),
+                    p.fast_recovery_steps,
+                    p.rate_ai,
+                    p.rate_hai,
+                    p.min_rate,
+                    p.rate_decrease_period,
+                    d.cnp_interval
+                );
+            }
+        }
+        match &r.ecn {
+            None => {
+                let _ = writeln!(s, "ecn = {{ enabled = false }}");
+            }
+            Some(e) => {
+                let _ = writeln!(
+                    s,
+                    "ecn = {{ kmin = \"{}\", kmax = \"{}\", pmax = {}{} }}",
+                    ByteSize(e.red.kmin),
+                    ByteSize(e.red.kmax),
+                    e.red.pmax,
+                    e.scale_from.map_or(String::new(), |r| format!(", scale_from = \"{r}\""))
+                );
+            }
+        }
+    }
+
     /// The effective configuration as TOML, every default filled in.
     pub fn effective_toml(&self) -> String {
         let mut s = String::new();
@@ -633,9 +769,29 @@ impl Scenario {
         }
         let _ = writeln!(
             s,
-            "\n[fabric]\nkind = \"infiniband\"\nlink_rate = \"{}\"\nmtu = {}\nswitch_latency = \"{}\"\nlink_delay = \"{}\"",
-            self.link_rate, ib.mtu, ib.switch_latency, self.link_delay
+            "\n[fabric]\nkind = \"{}\"\nlink_rate = \"{}\"\nmtu = {}\nswitch_latency = \"{}\"\nlink_delay = \"{}\"",
+            self.fabric.name(),
+            self.link_rate,
+            ib.mtu,
+            match self.fabric {
+                FabricKind::Infiniband => ib.switch_latency,
+                FabricKind::Rocev2 => self.roce.switch_latency,
+            },
+            self.link_delay
         );
+        if self.fabric == FabricKind::Rocev2 {
+            self.roce_toml(&mut s);
+        }
+        if self.fabric == FabricKind::Infiniband {
+            self.ib_toml(&mut s);
+        }
+        self.topology_and_traffic_toml(&mut s);
+        s
+    }
+
+    /// `[fabric.infiniband]` with every default filled in.
+    fn ib_toml(&self, s: &mut String) {
+        let ib = &self.ib;
         let _ = writeln!(
             s,
             "\n[fabric.infiniband]\nvirtual_lanes = {}\nadaptive_routing = {}\ncongestion_control = {}\nvl_buffer = \"{}\"\nvl_weights = {:?}\nsl_to_vl = {:?}\nack_every = {}\ncredit_refresh = \"{}\"\nhca_tx_latency = \"{}\"\nhca_rx_latency = \"{}\"",
@@ -661,6 +817,10 @@ impl Scenario {
                 cc.source.cct_step
             );
         }
+    }
+
+    /// `[topology]` and every `[[traffic]]` entry.
+    fn topology_and_traffic_toml(&self, s: &mut String) {
         let _ = match &self.topology {
             TopologySpec::SingleSwitch { hosts } => writeln!(s, "\n[topology]\nkind = \"single-switch\"\nhosts = {hosts}"),
             TopologySpec::LeafSpine { hosts, leaves, spines, uplink_rate } => writeln!(
@@ -691,8 +851,133 @@ impl Scenario {
                 ),
             };
         }
-        s
     }
+}
+
+/// Reads `[fabric.rocev2]` into `roce` (starting from its defaults).
+fn parse_roce(
+    c: &Ctx,
+    f: &FileRoce,
+    roce: &mut RoceConfig,
+    link_rate: BitRate,
+) -> Result<(), ScenarioError> {
+    let key = |k: &str| format!("fabric.rocev2.{k}");
+    let choice = |k: &str, v: &Option<Spanned<String>>, allowed: &[&str]| -> Result<Option<String>, ScenarioError> {
+        match v {
+            None => Ok(None),
+            Some(s) if allowed.contains(&s.get_ref().as_str()) => Ok(Some(s.get_ref().clone())),
+            Some(s) => Err(invalid(format!(
+                "line {}: {} = \"{}\": expected one of {allowed:?}",
+                c.line(s.span()),
+                key(k),
+                s.get_ref()
+            ))),
+        }
+    };
+    roce.pfc = f.pfc.unwrap_or(true);
+    if let Some(b) = c.positive(&key("switch_buffer"), &f.switch_buffer, Dimension::Size)? {
+        roce.switch_buffer = b;
+    }
+    if let Some(h) = c.quantity(&key("headroom"), &f.headroom, Dimension::Size)? {
+        if !roce.pfc {
+            return Err(invalid(format!("{}: set while pfc = false; it would do nothing", key("headroom"))));
+        }
+        roce.headroom = Some(h);
+    }
+    if let Some(r) = c.quantity(&key("reserve"), &f.reserve, Dimension::Size)? {
+        roce.reserve = r;
+    }
+    if let Some(a) = c.count(&key("alpha_shift"), &f.alpha_shift, 0, 16)? {
+        roce.alpha_shift = a as u32;
+    }
+    if let Some(ip) = choice("ip", &f.ip, &["ipv4", "ipv6"])? {
+        roce.ip = if ip == "ipv6" { IpVersion::V6 } else { IpVersion::V4 };
+    }
+    choice("loss_recovery", &f.loss_recovery, &["go-back-n"])?;
+    if let Some(a) = c.count(&key("ack_every"), &f.ack_every, 1, 1 << 20)? {
+        roce.ack_every = a as u32;
+    }
+    if let Some(t) = c.count(&key("rto_exponent"), &f.rto_exponent, 0, 31)? {
+        roce.rto_exponent = t as u32;
+    }
+    if let Some(t) = c.quantity(&key("nic_tx_latency"), &f.nic_tx_latency, Dimension::Time)? {
+        roce.nic_tx_latency = Time(t);
+    }
+    if let Some(t) = c.quantity(&key("nic_rx_latency"), &f.nic_rx_latency, Dimension::Time)? {
+        roce.nic_rx_latency = Time(t);
+    }
+    if let Some(e) = &f.ecn {
+        if e.enabled == Some(false) {
+            roce.ecn = None;
+        } else {
+            let d = hpcc_ecn();
+            let red = RedParams {
+                kmin: c.quantity(&key("ecn.kmin"), &e.kmin, Dimension::Size)?.unwrap_or(d.red.kmin),
+                kmax: c.quantity(&key("ecn.kmax"), &e.kmax, Dimension::Size)?.unwrap_or(d.red.kmax),
+                pmax: e.pmax.unwrap_or(d.red.pmax),
+            };
+            if red.kmax < red.kmin || !(0.0..=1.0).contains(&red.pmax) {
+                return Err(invalid(format!(
+                    "{}: needs kmin <= kmax and 0 <= pmax <= 1 (got kmin {} B, kmax {} B, pmax {})",
+                    key("ecn"), red.kmin, red.kmax, red.pmax
+                )));
+            }
+            // Thresholds written in the file hold on every port unless scale_from is given.
+            let explicit = e.kmin.is_some() || e.kmax.is_some();
+            let scale_from = match c.positive(&key("ecn.scale_from"), &e.scale_from, Dimension::Rate)? {
+                Some(r) => Some(BitRate(r)),
+                None if explicit => None,
+                None => d.scale_from,
+            };
+            roce.ecn = Some(EcnConfig { red, scale_from });
+        }
+    }
+    let cc = choice("congestion_control", &f.congestion_control, &["none", "dcqcn"])?;
+    let preset = choice("dcqcn_preset", &f.dcqcn_preset, &DcqcnPreset::NAMES)?;
+    let overrides = [
+        ("alpha_period", &f.alpha_period),
+        ("increase_period", &f.increase_period),
+        ("byte_counter", &f.byte_counter),
+        ("fast_recovery_steps", &f.fast_recovery_steps),
+        ("rate_ai", &f.rate_ai),
+        ("rate_hai", &f.rate_hai),
+        ("min_rate", &f.min_rate),
+        ("rate_decrease_period", &f.rate_decrease_period),
+        ("cnp_interval", &f.cnp_interval),
+    ];
+    if cc.as_deref() == Some("none") {
+        if let Some((k, _)) = overrides.iter().find(|(_, v)| v.is_some()) {
+            return Err(invalid(format!("{}: set while congestion_control = \"none\"; it would do nothing", key(k))));
+        }
+        if preset.is_some() || f.dcqcn_g.is_some() {
+            return Err(invalid(format!("{}: set while congestion_control = \"none\"; it would do nothing", key("dcqcn_preset / dcqcn_g"))));
+        }
+        roce.dcqcn = None;
+        return Ok(());
+    }
+    // DCQCN is on by default, with the ConnectX firmware's parameters.
+    let preset = DcqcnPreset::parse(preset.as_deref().unwrap_or("connectx")).expect("validated");
+    let mut d = DcqcnConfig::preset(preset, link_rate);
+    let p = &mut d.params;
+    if let Some(g) = f.dcqcn_g {
+        if !(g > 0.0 && g <= 1.0) {
+            return Err(invalid(format!("{} = {g}: must be in (0, 1]", key("dcqcn_g"))));
+        }
+        p.g = g;
+    }
+    let time = |k: &str, v: &Q| c.positive(&key(k), v, Dimension::Time).map(|o| o.map(Time));
+    let rate = |k: &str, v: &Q| c.positive(&key(k), v, Dimension::Rate).map(|o| o.map(BitRate));
+    if let Some(t) = time("alpha_period", &f.alpha_period)? { p.alpha_period = t; }
+    if let Some(t) = time("increase_period", &f.increase_period)? { p.increase_period = t; }
+    if let Some(b) = c.positive(&key("byte_counter"), &f.byte_counter, Dimension::Size)? { p.byte_counter = Some(b); }
+    if let Some(n) = c.count(&key("fast_recovery_steps"), &f.fast_recovery_steps, 0, 1000)? { p.fast_recovery_steps = n as u32; }
+    if let Some(r) = rate("rate_ai", &f.rate_ai)? { p.rate_ai = r; }
+    if let Some(r) = rate("rate_hai", &f.rate_hai)? { p.rate_hai = r; }
+    if let Some(r) = rate("min_rate", &f.min_rate)? { p.min_rate = r; }
+    if let Some(t) = c.quantity(&key("rate_decrease_period"), &f.rate_decrease_period, Dimension::Time)? { p.rate_decrease_period = Time(t); }
+    if let Some(t) = c.quantity(&key("cnp_interval"), &f.cnp_interval, Dimension::Time)? { d.cnp_interval = Time(t); }
+    roce.dcqcn = Some(d);
+    Ok(())
 }
 
 fn topology_hosts(t: &TopologySpec) -> u32 {

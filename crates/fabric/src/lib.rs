@@ -3,8 +3,11 @@
 //!
 //! - [`workload`]: traffic specifications turned into messages.
 //! - [`infiniband`]: the InfiniBand fabric (HCAs, credit-flow-controlled switches, links).
+//! - [`rocev2`]: the RoCEv2 fabric (NICs with DCQCN and go-back-N, shared-buffer
+//!   switches with PFC and ECN, ECMP).
 //! - [`report`]: what a run measured, as plain data.
 
 pub mod infiniband;
 pub mod report;
+pub mod rocev2;
 pub mod workload;

@@ -33,6 +33,14 @@ pub struct PortResult {
     /// Time a ready packet waited here for credits.
     pub credit_stall: Time,
     pub credit_packets: u64,
+    /// PFC frames (PAUSE and RESUME) this port sent.
+    pub pause_frames: u64,
+    /// Time this port's data was paused by its peer.
+    pub paused: Time,
+    /// Packets dropped on entry through this port.
+    pub drops: u64,
+    /// Packets this egress marked (ECN CE on RoCEv2, FECN on InfiniBand).
+    pub ecn_marks: u64,
 }
 
 /// The whole run.
@@ -50,4 +58,8 @@ pub struct RunReport {
     pub buffer_overflows: u64,
     pub peak_packets_in_flight: u64,
     pub stopped_by_time: bool,
+    pub pfc_pause_frames: u64,
+    pub naks: u64,
+    /// Retransmission timeouts that fired.
+    pub timeouts: u64,
 }

@@ -142,6 +142,7 @@ struct PortState {
     tx_bytes: u64,
     tx_packets: u64,
     credit_packets: u64,
+    fecn_marks: u64,
 }
 
 /// Per-HCA send queues: ACKs first, then QPs round-robin, per VL.
@@ -264,6 +265,7 @@ impl Simulation {
                     tx_bytes: 0,
                     tx_packets: 0,
                     credit_packets: 0,
+                    fecn_marks: 0,
                 }
             })
             .collect();
@@ -761,6 +763,7 @@ impl Simulation {
             if pkt.kind == Kind::Data && e.bytes >= cc.fecn_threshold {
                 pkt.fecn = true;
                 self.fecn_marks += 1;
+                o.fecn_marks += 1;
             }
         }
         e.inputs[local].push_back(pkt);
@@ -952,6 +955,10 @@ impl Simulation {
                     + p.stall_since
                         .map_or(Time::ZERO, |s| self.queue.now().saturating_sub(s)),
                 credit_packets: p.credit_packets,
+                pause_frames: 0,
+                paused: Time::ZERO,
+                drops: 0,
+                ecn_marks: p.fecn_marks,
             })
             .collect();
         RunReport {
@@ -967,6 +974,9 @@ impl Simulation {
             buffer_overflows: self.audit().buffer_overflows,
             peak_packets_in_flight: self.peak_packets_in_flight,
             stopped_by_time: self.stopped_by_time,
+            pfc_pause_frames: 0,
+            naks: 0,
+            timeouts: 0,
         }
     }
 }

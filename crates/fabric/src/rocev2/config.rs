@@ -1,0 +1,146 @@
+//! Parameters of the RoCEv2 fabric model, with their sources.
+
+use fabricsim_core::proto::dcqcn::{DcqcnParams, DcqcnPreset};
+use fabricsim_core::proto::ecn::RedParams;
+use fabricsim_core::units::{BitRate, Time};
+use fabricsim_core::wire::roce::IpVersion;
+use serde::Serialize;
+
+/// ECN marking at switch egresses.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EcnConfig {
+    pub red: RedParams,
+    /// When set, `red`'s thresholds are for a port of this rate and scale with each
+    /// port's rate (the HPCC ns-3 model's rate maps); otherwise they hold on every port.
+    pub scale_from: Option<BitRate>,
+}
+
+impl EcnConfig {
+    /// The thresholds on a port of `rate`.
+    pub fn for_rate(&self, rate: BitRate) -> RedParams {
+        match self.scale_from {
+            Some(base) => self.red.scaled(base.bps(), rate.bps()),
+            None => self.red,
+        }
+    }
+}
+
+/// DCQCN at the NICs.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DcqcnConfig {
+    pub preset: DcqcnPreset,
+    pub params: DcqcnParams,
+    /// NP: at most one CNP per flow per this interval (REFERENCE.md section 4: 50 us in the
+    /// paper, ConnectX min_time_between_cnps 4 us).
+    pub cnp_interval: Time,
+}
+
+/// Everything the RoCEv2 model needs besides topology and traffic.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RoceConfig {
+    /// RDMA payload bytes per packet (1024, 2048 or 4096: the RoCE MTU below a 9000 B
+    /// Ethernet MTU is 4096; REFERENCE.md section 2).
+    pub mtu: u32,
+    pub ip: IpVersion,
+    /// Port-to-port latency, excluding serialisation (store-and-forward). Default 600 ns,
+    /// inside the 500-800 ns quoted for Spectrum-4 / Tomahawk-5 class switches
+    /// (REFERENCE.md section 2, unverified).
+    pub switch_latency: Time,
+    /// NIC latency from posting a WRITE to its first packet being eligible (500 ns, the IB
+    /// HCA's figure; unverified).
+    pub nic_tx_latency: Time,
+    /// NIC latency from the last packet's arrival to the completion (500 ns, unverified).
+    pub nic_rx_latency: Time,
+    /// Lossless data priority with PFC.
+    pub pfc: bool,
+    /// Shared packet buffer per switch. Default 32 MiB (SCENARIO.md's example; unverified).
+    pub switch_buffer: u64,
+    /// PFC headroom per ingress port for the lossless priority; None: the mlx5 rule.
+    pub headroom: Option<u64>,
+    /// Cable length for the headroom rule, in millimetres (from the link delay at 5 ns/m).
+    pub cable_mm: u64,
+    /// Guaranteed bytes per ingress queue before the shared pool is used. Default 4 KiB
+    /// (unverified; the HPCC ns-3 model reserves a few KB per queue).
+    pub reserve: u64,
+    /// Dynamic threshold T = free shared buffer / 2^`alpha_shift`. Default 3 (alpha 1/8,
+    /// unverified: the HPCC ns-3 model's pfc_a_shift).
+    pub alpha_shift: u32,
+    /// Quanta in each PAUSE frame (0xFFFF, the largest; re-sent at half its duration while
+    /// the ingress stays congested).
+    pub pause_quanta: u16,
+    pub ecn: Option<EcnConfig>,
+    pub dcqcn: Option<DcqcnConfig>,
+    /// The receiver ACKs every this many packets and on the last one (unverified).
+    pub ack_every: u32,
+    /// Local ACK timeout exponent t: RTO = 4.096 us x 2^t (REFERENCE.md section 4). Default
+    /// 20 (4.29 s), NCCL's default.
+    pub rto_exponent: u32,
+    /// Seed for ECN marking draws and the ECMP hash.
+    pub seed: u64,
+}
+
+impl RoceConfig {
+    /// The local ACK timeout.
+    pub fn rto(&self) -> Time {
+        Time(4_096_000u64 << self.rto_exponent)
+    }
+
+    /// The headroom on a port of `rate`: the configured figure or the mlx5 rule.
+    pub fn headroom_for(&self, rate: BitRate) -> u64 {
+        self.headroom.unwrap_or_else(|| {
+            fabricsim_core::proto::pfc::headroom_rule(rate, self.cable_mm, self.mtu)
+        })
+    }
+}
+
+/// Production ECN defaults of the HPCC authors at 25 Gb/s: Kmin 100 KB, Kmax 400 KB,
+/// Pmax 0.2, scaled with the port rate (REFERENCE.md section 4).
+pub fn hpcc_ecn() -> EcnConfig {
+    EcnConfig {
+        red: RedParams {
+            kmin: 100_000,
+            kmax: 400_000,
+            pmax: 0.2,
+        },
+        scale_from: Some(BitRate::gbps(25)),
+    }
+}
+
+impl Default for RoceConfig {
+    fn default() -> Self {
+        RoceConfig {
+            mtu: 4096,
+            ip: IpVersion::V4,
+            switch_latency: Time::from_ns(600),
+            nic_tx_latency: Time::from_ns(500),
+            nic_rx_latency: Time::from_ns(500),
+            pfc: true,
+            switch_buffer: 32 << 20,
+            headroom: None,
+            cable_mm: 5_000,
+            reserve: 4096,
+            alpha_shift: 3,
+            pause_quanta: fabricsim_core::proto::pfc::MAX_QUANTA,
+            ecn: Some(hpcc_ecn()),
+            dcqcn: None,
+            ack_every: 4,
+            rto_exponent: 20,
+            seed: 1,
+        }
+    }
+}
+
+impl DcqcnConfig {
+    /// A preset for NICs of `line` rate, with the ConnectX CNP interval of 4 us for the
+    /// firmware and ns-3 presets and the paper's 50 us for the paper's.
+    pub fn preset(preset: DcqcnPreset, line: BitRate) -> Self {
+        DcqcnConfig {
+            preset,
+            params: preset.params(line),
+            cnp_interval: match preset {
+                DcqcnPreset::Paper => Time::from_us(50),
+                _ => Time::from_us(4),
+            },
+        }
+    }
+}

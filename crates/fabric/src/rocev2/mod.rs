@@ -1,0 +1,20 @@
+//! The RoCEv2 fabric at packet level.
+//!
+//! Architecture invariants:
+//! - As for InfiniBand, every directed port owns its transmitter and link FIFO, with at
+//!   most one pending transmitter event and one pending arrival event.
+//! - Switches are output-queued over a shared buffer accounted per ingress port (reserve,
+//!   shared pool under a dynamic threshold, PFC headroom). A data packet the ingress cannot
+//!   admit is dropped and counted; control packets (ACK, NAK, CNP) travel in a strict
+//!   high-priority class that is never paused and is not charged to the buffer (they are
+//!   under 2 % of bytes).
+//! - PFC frames are real 84-byte frames that take link time, sent ahead of queued packets
+//!   (never pre-empting one on the wire).
+//! - NICs run go-back-N RC: receivers accept only the expected packet and NAK a gap once;
+//!   senders rewind on NAK or after a timeout without progress.
+
+mod config;
+mod sim;
+
+pub use config::{hpcc_ecn, DcqcnConfig, EcnConfig, RoceConfig};
+pub use sim::{Audit, RateSample, Simulation};

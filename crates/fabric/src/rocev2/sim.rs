@@ -1,0 +1,965 @@
+//! The RoCEv2 simulation: state arenas, the event enum and its handlers.
+
+use super::config::RoceConfig;
+use crate::report::{FlowResult, PortResult, RunReport};
+use crate::workload::Message;
+use fabricsim_core::engine::EventQueue;
+use fabricsim_core::proto::dcqcn::Dcqcn;
+use fabricsim_core::proto::ecn::RedParams;
+use fabricsim_core::proto::pfc::{pause_duration, RESUME_OFFSET};
+use fabricsim_core::proto::rc::{InOrderReceipt, InOrderReceiver, RcSender};
+use fabricsim_core::topology::{NodeKind, Routes, Topology};
+use fabricsim_core::units::{BitRate, HostId, NodeId, PortId, Time};
+use fabricsim_core::wire::roce;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::VecDeque;
+
+/// What a packet is, for the handlers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Data,
+    Ack,
+    Nak,
+    Cnp,
+}
+
+/// Traffic classes at an egress: control (ACK, NAK, CNP) is served first.
+const DATA: usize = 0;
+const CONTROL: usize = 1;
+
+/// A packet as the simulator carries it (no payload bytes).
+#[derive(Clone, Copy, Debug)]
+struct Packet {
+    flow: u32,
+    /// Data: position in the message. Ack: last packet covered. Nak: expected packet.
+    index: u32,
+    payload: u32,
+    wire: u32,
+    dst: u32,
+    kind: Kind,
+    /// ECN Congestion Experienced.
+    ce: bool,
+    /// The switch port the packet entered by (for ingress accounting).
+    in_port: u32,
+}
+
+impl Packet {
+    fn class(&self) -> usize {
+        if self.kind == Kind::Data {
+            DATA
+        } else {
+            CONTROL
+        }
+    }
+}
+
+/// What crosses a link.
+#[derive(Clone, Copy, Debug)]
+enum Frame {
+    Packet(Packet),
+    /// A PFC frame for the data priority; 0 quanta resumes.
+    Pause { quanta: u16 },
+}
+
+/// The closed event set.
+#[derive(Clone, Copy, Debug)]
+enum Event {
+    /// The port's transmitter finished a frame, or a queued packet became sendable.
+    Transmitter { port: u32, generation: u32 },
+    /// The head of the port's link FIFO reaches the peer.
+    Arrival { port: u32 },
+    /// A flow's WRITE is posted to its NIC.
+    Post { flow: u32 },
+    /// A flow's retransmission timer.
+    Timeout { flow: u32 },
+    /// Re-send PAUSE on an ingress that is still congested.
+    PauseRefresh { port: u32 },
+}
+
+#[derive(Clone, Debug, Default)]
+struct PortState {
+    busy: bool,
+    generation: u32,
+    wake_at: Option<Time>,
+    wire: VecDeque<(Time, Frame)>,
+    /// Egress FIFOs per class, as (ready time, packet); ready times rise in FIFO order.
+    queues: [VecDeque<(Time, Packet)>; 2],
+    queued: [u64; 2],
+    /// PFC as a transmitter: data is paused until this time by the peer's PAUSE.
+    paused_until: Time,
+    paused_since: Option<Time>,
+    paused_total: Time,
+    /// PFC as an ingress (switch ports): bytes held, the part in headroom, XOFF state.
+    ingress: u64,
+    headroom_used: u64,
+    headroom: u64,
+    xoff: bool,
+    pause_refresh_at: Option<Time>,
+    /// A PAUSE (Some(quanta)) or RESUME (Some(0)) waiting to go out on this port.
+    pfc_pending: Option<u16>,
+    red: Option<RedParams>,
+    tx_bytes: u64,
+    tx_packets: u64,
+    pause_frames: u64,
+    drops: u64,
+    ecn_marks: u64,
+    peak_queue: u64,
+    peak_ingress: u64,
+}
+
+/// A switch's shared buffer (REFERENCE.md section 4, as in the HPCC ns-3 model).
+#[derive(Clone, Debug, Default)]
+struct SharedBuffer {
+    /// Bytes in the shared pool, all ingress queues together.
+    used: u64,
+    /// Buffer left for sharing once headroom and reserves are set aside.
+    pool: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Nic {
+    /// ACK, NAK and CNP to send, ahead of data.
+    control: VecDeque<Packet>,
+    /// QPs with data to send, served round-robin.
+    qps: VecDeque<u32>,
+}
+
+#[derive(Clone, Debug)]
+struct Flow {
+    msg: Message,
+    /// UDP source port: the ECMP entropy of this QP.
+    udp_sport: u16,
+    sender: RcSender,
+    receiver: InOrderReceiver,
+    rp: Dcqcn,
+    next_allowed: Time,
+    queued: bool,
+    last_cnp: Option<Time>,
+    /// When the acknowledged prefix last grew (or sending began).
+    last_progress: Time,
+    timer_armed: bool,
+    sent_bytes: u64,
+    delivered_bytes: u64,
+    finish: Option<Time>,
+    acked: Option<Time>,
+}
+
+/// One sample of a flow's DCQCN rate, taken when it changes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RateSample {
+    pub time: Time,
+    pub flow: u32,
+    pub rate: BitRate,
+}
+
+/// Conservation checks at one instant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Audit {
+    /// Payload bytes put on the wire by senders, retransmissions included.
+    pub sent_payload: u64,
+    /// Payload bytes placed by receivers (each byte once).
+    pub delivered_payload: u64,
+    /// Payload bytes dropped by switches or discarded by receivers (out of sequence,
+    /// duplicates).
+    pub lost_payload: u64,
+    pub in_flight_payload: u64,
+}
+
+/// A running RoCEv2 fabric.
+pub struct Simulation {
+    cfg: RoceConfig,
+    topo: Topology,
+    routes: Routes,
+    queue: EventQueue<Event>,
+    ports: Vec<PortState>,
+    buffers: Vec<SharedBuffer>,
+    nics: Vec<Nic>,
+    flows: Vec<Flow>,
+    flows_acked: usize,
+    stop_at: Option<Time>,
+    stopped_by_time: bool,
+    rng: ChaCha8Rng,
+    drops: u64,
+    lost_payload: u64,
+    retransmitted: u64,
+    cnps: u64,
+    naks: u64,
+    timeouts: u64,
+    packets_in_flight: u64,
+    peak_packets_in_flight: u64,
+    rates: Vec<RateSample>,
+}
+
+impl Simulation {
+    /// Builds the fabric and posts every message at its start time. Configuration and
+    /// messages must already be validated.
+    pub fn new(
+        cfg: RoceConfig,
+        topo: Topology,
+        messages: &[Message],
+        stop_at: Option<Time>,
+    ) -> Result<Self, String> {
+        let routes = Routes::minimal(&topo)?;
+        let mut buffers = vec![SharedBuffer::default(); topo.nodes().len()];
+        let ports: Vec<PortState> = topo
+            .ports()
+            .iter()
+            .map(|p| {
+                let is_switch = matches!(topo.nodes()[p.node.index()], NodeKind::Switch { .. });
+                PortState {
+                    headroom: if is_switch && cfg.pfc {
+                        cfg.headroom_for(p.rate)
+                    } else {
+                        0
+                    },
+                    red: if is_switch {
+                        cfg.ecn.as_ref().map(|e| e.for_rate(p.rate))
+                    } else {
+                        None
+                    },
+                    ..Default::default()
+                }
+            })
+            .collect();
+        for (n, kind) in topo.nodes().iter().enumerate() {
+            if let NodeKind::Switch { .. } = kind {
+                let set_aside: u64 = topo
+                    .node_ports(NodeId(n as u32))
+                    .iter()
+                    .map(|&p| ports[p.index()].headroom + cfg.reserve)
+                    .sum();
+                if set_aside >= cfg.switch_buffer {
+                    return Err(format!(
+                        "fabric.rocev2.switch_buffer = {} B: switch {n} sets aside {set_aside} B of headroom and reserve, leaving no shared buffer",
+                        cfg.switch_buffer
+                    ));
+                }
+                buffers[n].pool = cfg.switch_buffer - set_aside;
+            }
+        }
+        let mut queue = EventQueue::new();
+        let flows = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let sender = RcSender::new(m.size, cfg.mtu, cfg.ack_every);
+                let receiver = InOrderReceiver::new(sender.packets(), cfg.ack_every);
+                queue.schedule(m.start + cfg.nic_tx_latency, Event::Post { flow: i as u32 });
+                let line = topo.port(topo.host_port(m.src)).rate;
+                Flow {
+                    msg: *m,
+                    udp_sport: 0xC000 | ((i as u32).wrapping_mul(2_654_435_761) >> 18) as u16,
+                    sender,
+                    receiver,
+                    rp: Dcqcn::new(line),
+                    next_allowed: Time::ZERO,
+                    queued: false,
+                    last_cnp: None,
+                    last_progress: Time::ZERO,
+                    timer_armed: false,
+                    sent_bytes: 0,
+                    delivered_bytes: 0,
+                    finish: None,
+                    acked: None,
+                }
+            })
+            .collect();
+        Ok(Simulation {
+            rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            nics: vec![Nic::default(); topo.host_count() as usize],
+            cfg,
+            topo,
+            routes,
+            queue,
+            ports,
+            buffers,
+            flows,
+            flows_acked: 0,
+            stop_at,
+            stopped_by_time: false,
+            drops: 0,
+            lost_payload: 0,
+            retransmitted: 0,
+            cnps: 0,
+            naks: 0,
+            timeouts: 0,
+            packets_in_flight: 0,
+            peak_packets_in_flight: 0,
+            rates: Vec::new(),
+        })
+    }
+
+    pub fn now(&self) -> Time {
+        self.queue.now()
+    }
+
+    pub fn events(&self) -> u64 {
+        self.queue.popped()
+    }
+
+    /// Whether the run is over: all flows acknowledged, `stop_at` passed, or nothing left.
+    pub fn is_finished(&self) -> bool {
+        self.flows_acked == self.flows.len() || self.stopped_by_time || self.queue.is_empty()
+    }
+
+    /// Processes up to `max_events` events; returns true when the run is over.
+    pub fn step(&mut self, max_events: u64) -> bool {
+        for _ in 0..max_events {
+            if self.is_finished() {
+                return true;
+            }
+            self.pop_one();
+        }
+        self.is_finished()
+    }
+
+    /// Runs to the end.
+    pub fn run(&mut self) {
+        while !self.step(u64::MAX) {}
+    }
+
+    /// Processes every event at or before `t` (or until the run is over).
+    pub fn run_until(&mut self, t: Time) {
+        while !self.is_finished() && self.queue.peek_time().is_some_and(|next| next <= t) {
+            self.pop_one();
+        }
+    }
+
+    /// Payload bytes a flow's receiver has placed so far.
+    pub fn flow_delivered(&self, flow: usize) -> u64 {
+        self.flows[flow].delivered_bytes
+    }
+
+    /// Data bytes queued at a port's egress now.
+    pub fn queued_data(&self, port: PortId) -> u64 {
+        self.ports[port.index()].queued[DATA]
+    }
+
+    /// The DCQCN rate of every flow each time it changed, in time order.
+    pub fn rate_samples(&self) -> &[RateSample] {
+        &self.rates
+    }
+
+    fn pop_one(&mut self) {
+        let Some((now, event)) = self.queue.pop_until(self.stop_at.unwrap_or(Time::MAX)) else {
+            self.stopped_by_time = !self.queue.is_empty();
+            return;
+        };
+        match event {
+            Event::Transmitter { port, generation } => {
+                let p = &mut self.ports[port as usize];
+                if p.generation != generation {
+                    return;
+                }
+                p.busy = false;
+                p.wake_at = None;
+                self.try_transmit(PortId(port));
+            }
+            Event::Arrival { port } => self.arrive(PortId(port)),
+            Event::Post { flow } => {
+                let f = &mut self.flows[flow as usize];
+                f.queued = true;
+                f.last_progress = now;
+                let src = f.msg.src;
+                self.nics[src.index()].qps.push_back(flow);
+                self.try_transmit(self.topo.host_port(src));
+            }
+            Event::Timeout { flow } => self.on_timeout(flow, now),
+            Event::PauseRefresh { port } => {
+                let p = &mut self.ports[port as usize];
+                if p.xoff && p.pause_refresh_at == Some(now) {
+                    p.pfc_pending = Some(self.cfg.pause_quanta);
+                    p.pause_refresh_at = None;
+                    self.try_transmit(PortId(port));
+                }
+            }
+        }
+    }
+
+    fn on_timeout(&mut self, flow: u32, now: Time) {
+        let rto = self.cfg.rto();
+        let f = &mut self.flows[flow as usize];
+        f.timer_armed = false;
+        if f.acked.is_some() || f.sender.sent() == f.sender.acked() {
+            return;
+        }
+        let due = f.last_progress + rto;
+        if now < due {
+            f.timer_armed = true;
+            self.queue.schedule(due, Event::Timeout { flow });
+            return;
+        }
+        // No progress for a whole timeout: go back to the first unacknowledged packet.
+        self.timeouts += 1;
+        let acked = f.sender.acked();
+        f.sender.rewind(acked);
+        f.last_progress = now;
+        self.requeue(flow);
+        f_arm(self, flow, now + rto);
+    }
+
+    /// Puts a flow with data to send back on its NIC's round-robin list.
+    fn requeue(&mut self, flow: u32) {
+        let f = &mut self.flows[flow as usize];
+        if !f.queued && f.sender.has_more() {
+            f.queued = true;
+            let src = f.msg.src;
+            self.nics[src.index()].qps.push_back(flow);
+            self.try_transmit(self.topo.host_port(src));
+        }
+    }
+
+    /// Starts the port's next frame if its transmitter is free; otherwise arranges to be
+    /// woken when something becomes sendable.
+    fn try_transmit(&mut self, port: PortId) {
+        let now = self.queue.now();
+        let p = &mut self.ports[port.index()];
+        if p.busy {
+            return;
+        }
+        if let Some(quanta) = p.pfc_pending.take() {
+            p.pause_frames += 1;
+            if quanta > 0 && p.xoff {
+                // Refresh at half the pause so the upstream never resumes early.
+                let rate = self.topo.port(port).rate;
+                let at = now + Time(pause_duration(quanta, rate).ps() / 2);
+                p.pause_refresh_at = Some(at);
+                self.queue.schedule(at, Event::PauseRefresh { port: port.0 });
+            }
+            self.transmit(port, Frame::Pause { quanta }, roce::PFC_FRAME_WIRE_LEN as u32);
+            return;
+        }
+        let node = self.topo.port(port).node;
+        let choice = match self.topo.nodes()[node.index()] {
+            NodeKind::Switch { .. } => self.pick_switch(port, now),
+            NodeKind::Host(h) => self.pick_nic(port, h, now),
+        };
+        match choice {
+            Ok(pkt) => self.transmit(port, Frame::Packet(pkt), pkt.wire),
+            Err(Some(t)) => {
+                let p = &mut self.ports[port.index()];
+                if p.wake_at.is_none_or(|w| t < w) {
+                    p.generation += 1;
+                    p.wake_at = Some(t);
+                    let generation = p.generation;
+                    self.queue.schedule(
+                        t,
+                        Event::Transmitter {
+                            port: port.0,
+                            generation,
+                        },
+                    );
+                }
+            }
+            Err(None) => {}
+        }
+    }
+
+    /// Puts a frame on the wire; the transmitter is busy until its last bit leaves.
+    fn transmit(&mut self, port: PortId, frame: Frame, bytes: u32) {
+        let now = self.queue.now();
+        let spec = *self.topo.port(port);
+        let p = &mut self.ports[port.index()];
+        let end = now + spec.rate.serialization(bytes as u64);
+        p.busy = true;
+        p.wake_at = None;
+        p.generation += 1;
+        p.tx_bytes += bytes as u64;
+        if let Frame::Packet(_) = frame {
+            p.tx_packets += 1;
+        }
+        let was_idle = p.wire.is_empty();
+        let arrival = end + spec.delay;
+        p.wire.push_back((arrival, frame));
+        let generation = p.generation;
+        self.queue.schedule(
+            end,
+            Event::Transmitter {
+                port: port.0,
+                generation,
+            },
+        );
+        if was_idle {
+            self.queue
+                .schedule(arrival, Event::Arrival { port: port.0 });
+        }
+    }
+
+    /// Whether data on this port is paused by the peer at `now`, settling paused time.
+    fn data_paused(&mut self, port: PortId, now: Time) -> bool {
+        let p = &mut self.ports[port.index()];
+        if p.paused_until > now {
+            return true;
+        }
+        if let Some(s) = p.paused_since.take() {
+            p.paused_total += p.paused_until.max(s) - s;
+        }
+        false
+    }
+
+    /// A switch egress: control first, then data unless paused. Err(wake) if nothing.
+    fn pick_switch(&mut self, port: PortId, now: Time) -> Result<Packet, Option<Time>> {
+        let paused = self.data_paused(port, now);
+        let p = &mut self.ports[port.index()];
+        let mut wake: Option<Time> = None;
+        for class in [CONTROL, DATA] {
+            if class == DATA && paused {
+                if !p.queues[DATA].is_empty() {
+                    wake = Some(wake.map_or(p.paused_until, |w| w.min(p.paused_until)));
+                }
+                continue;
+            }
+            match p.queues[class].front() {
+                Some(&(ready, _)) if ready <= now => {
+                    let (_, mut pkt) = p.queues[class].pop_front().expect("front exists");
+                    if class == DATA {
+                        if let Some(red) = &p.red {
+                            let prob = red.probability(p.queued[DATA]);
+                            if prob > 0.0 && !pkt.ce && self.rng.gen::<f64>() < prob {
+                                pkt.ce = true;
+                                p.ecn_marks += 1;
+                            }
+                        }
+                    }
+                    p.queued[class] -= pkt.wire as u64;
+                    if class == DATA {
+                        self.leave_ingress(pkt, now);
+                    }
+                    return Ok(pkt);
+                }
+                Some(&(ready, _)) => wake = Some(wake.map_or(ready, |w| w.min(ready))),
+                None => {}
+            }
+        }
+        Err(wake)
+    }
+
+    /// A data packet left its switch: free its ingress bytes and resume the upstream when
+    /// the ingress has drained below the threshold.
+    fn leave_ingress(&mut self, pkt: Packet, _now: Time) {
+        let input = pkt.in_port as usize;
+        let node = self.topo.ports()[input].node.index();
+        let bytes = pkt.wire as u64;
+        let reserve = self.cfg.reserve;
+        let q = &mut self.ports[input];
+        let from_headroom = bytes.min(q.headroom_used);
+        q.headroom_used -= from_headroom;
+        let rest = bytes - from_headroom;
+        let shared_before = q.ingress.saturating_sub(reserve);
+        q.ingress -= rest;
+        let shared_after = q.ingress.saturating_sub(reserve);
+        self.buffers[node].used -= shared_before - shared_after;
+        if self.cfg.pfc && q.xoff && q.headroom_used == 0 {
+            let threshold = self.threshold(node);
+            let q = &mut self.ports[input];
+            if shared_after == 0 || shared_after + RESUME_OFFSET <= threshold {
+                q.xoff = false;
+                q.pause_refresh_at = None;
+                q.pfc_pending = Some(0);
+                self.try_transmit(PortId(input as u32));
+            }
+        }
+    }
+
+    /// The dynamic threshold of switch `node`: free shared buffer x alpha.
+    fn threshold(&self, node: usize) -> u64 {
+        let b = &self.buffers[node];
+        b.pool.saturating_sub(b.used) >> self.cfg.alpha_shift
+    }
+
+    /// A NIC: control first, then data from paced QPs round-robin unless paused.
+    fn pick_nic(&mut self, port: PortId, host: HostId, now: Time) -> Result<Packet, Option<Time>> {
+        if let Some(pkt) = self.nics[host.index()].control.pop_front() {
+            return Ok(pkt);
+        }
+        if self.data_paused(port, now) {
+            let until = self.ports[port.index()].paused_until;
+            let has_data = !self.nics[host.index()].qps.is_empty();
+            return Err(has_data.then_some(until));
+        }
+        let nic = &mut self.nics[host.index()];
+        let mut wake: Option<Time> = None;
+        let mut chosen = None;
+        for (pos, &f) in nic.qps.iter().enumerate() {
+            let t = self.flows[f as usize].next_allowed;
+            if t <= now {
+                chosen = Some(pos);
+                break;
+            }
+            wake = Some(wake.map_or(t, |w| w.min(t)));
+        }
+        let Some(pos) = chosen else {
+            return Err(wake);
+        };
+        let f = nic.qps.remove(pos).expect("chosen from the list");
+        let rate = self.topo.port(port).rate;
+        let flow = &mut self.flows[f as usize];
+        let retransmission = flow.sender.is_retransmission(flow.sender.sent());
+        let seg = flow.sender.next_segment().expect("queued QPs have data");
+        if flow.sender.has_more() {
+            nic.qps.push_back(f);
+        } else {
+            flow.queued = false;
+        }
+        if flow.sender.sent() == seg.index + 1 && seg.index == flow.sender.acked() {
+            flow.last_progress = now;
+        }
+        let wire = roce::write_frame_len(self.cfg.ip, seg.payload, seg.index == 0) as u32;
+        // Pacing: the next packet may start one serialisation time at the QP's rate later.
+        let qp_rate = match &self.cfg.dcqcn {
+            Some(d) => {
+                flow.rp.advance(now, &d.params);
+                flow.rp.on_sent(wire as u64, &d.params);
+                flow.rp.rate().min(rate)
+            }
+            None => rate,
+        };
+        flow.next_allowed = now + qp_rate.serialization(wire as u64);
+        flow.sent_bytes += seg.payload as u64;
+        if retransmission {
+            self.retransmitted += 1;
+        }
+        let arm = !flow.timer_armed;
+        flow.timer_armed = true;
+        let dst = flow.msg.dst.0;
+        self.packets_in_flight += 1;
+        self.peak_packets_in_flight = self.peak_packets_in_flight.max(self.packets_in_flight);
+        if arm {
+            f_arm(self, f, now + self.cfg.rto());
+        }
+        Ok(Packet {
+            flow: f,
+            index: seg.index,
+            payload: seg.payload,
+            wire,
+            dst,
+            kind: Kind::Data,
+            ce: false,
+            in_port: u32::MAX,
+        })
+    }
+
+    /// The head of `port`'s link reaches the peer port.
+    fn arrive(&mut self, port: PortId) {
+        let now = self.queue.now();
+        let p = &mut self.ports[port.index()];
+        let (_, frame) = p
+            .wire
+            .pop_front()
+            .expect("an arrival event implies a frame on the wire");
+        if let Some(&(next, _)) = p.wire.front() {
+            self.queue.schedule(next, Event::Arrival { port: port.0 });
+        }
+        let to = self.topo.port(port).peer;
+        match frame {
+            Frame::Pause { quanta } => {
+                let rate = self.topo.port(to).rate;
+                let q = &mut self.ports[to.index()];
+                if q.paused_until <= now {
+                    if let Some(s) = q.paused_since.take() {
+                        q.paused_total += q.paused_until.max(s) - s;
+                    }
+                    if quanta > 0 {
+                        q.paused_since = Some(now);
+                    }
+                } else if quanta == 0 {
+                    if let Some(s) = q.paused_since.take() {
+                        q.paused_total += now - s;
+                    }
+                }
+                q.paused_until = now + pause_duration(quanta, rate);
+                self.try_transmit(to);
+            }
+            Frame::Packet(pkt) => {
+                let node = self.topo.port(to).node;
+                match self.topo.nodes()[node.index()] {
+                    NodeKind::Switch { .. } => self.forward(node, to, pkt, now),
+                    NodeKind::Host(h) => self.deliver(h, pkt, now),
+                }
+            }
+        }
+    }
+
+    /// A packet entered switch `node` by `input`: admit it to the buffer (or drop it),
+    /// route it by ECMP and queue it at the egress.
+    fn forward(&mut self, node: NodeId, input: PortId, mut pkt: Packet, now: Time) {
+        if pkt.kind == Kind::Data && !self.admit(node, input, pkt.wire as u64) {
+            self.drops += 1;
+            self.lost_payload += pkt.payload as u64;
+            self.packets_in_flight -= 1;
+            self.ports[input.index()].drops += 1;
+            return;
+        }
+        pkt.in_port = input.0;
+        let dst = HostId(pkt.dst);
+        let cands = self.routes.candidates(node, dst);
+        let out = if cands.len() == 1 {
+            cands[0]
+        } else {
+            let f = &self.flows[pkt.flow as usize];
+            // Data and its replies hash the same 5-tuple fields, ordered by direction.
+            let (a, b) = (pkt.dst, if pkt.kind == Kind::Data { f.msg.src.0 } else { f.msg.dst.0 });
+            let h = ecmp_hash(self.cfg.seed, node.0, b, a, f.udp_sport);
+            cands[(h % cands.len() as u64) as usize]
+        };
+        let ready = now + self.cfg.switch_latency;
+        let o = &mut self.ports[out.index()];
+        let class = pkt.class();
+        o.queues[class].push_back((ready, pkt));
+        o.queued[class] += pkt.wire as u64;
+        o.peak_queue = o.peak_queue.max(o.queued[DATA] + o.queued[CONTROL]);
+        self.try_transmit(out);
+    }
+
+    /// Ingress admission of a data packet of `bytes` on `input` of switch `node`: reserve
+    /// first, then the shared pool up to the dynamic threshold, then (with PFC) headroom.
+    /// Sends PAUSE upstream once headroom is touched or the threshold is reached.
+    fn admit(&mut self, node: NodeId, input: PortId, bytes: u64) -> bool {
+        let n = node.index();
+        let threshold = self.threshold(n);
+        let reserve = self.cfg.reserve;
+        let q = &mut self.ports[input.index()];
+        let shared_now = q.ingress.saturating_sub(reserve);
+        let shared_after = (q.ingress + bytes).saturating_sub(reserve);
+        let to_shared = shared_after - shared_now;
+        if to_shared > 0 && shared_after > threshold {
+            // Over the threshold: headroom takes it, if there is room.
+            if q.headroom_used + bytes > q.headroom {
+                return false;
+            }
+            q.headroom_used += bytes;
+        } else {
+            q.ingress += bytes;
+            self.buffers[n].used += to_shared;
+        }
+        let q = &mut self.ports[input.index()];
+        q.peak_ingress = q.peak_ingress.max(q.ingress + q.headroom_used);
+        if self.cfg.pfc && !q.xoff {
+            let shared = q.ingress.saturating_sub(reserve);
+            if q.headroom_used > 0 || shared >= self.threshold(n) {
+                let q = &mut self.ports[input.index()];
+                q.xoff = true;
+                q.pfc_pending = Some(self.cfg.pause_quanta);
+                self.try_transmit(input);
+            }
+        }
+        true
+    }
+
+    /// A packet reached host `h`'s NIC.
+    fn deliver(&mut self, h: HostId, pkt: Packet, now: Time) {
+        let fid = pkt.flow;
+        match pkt.kind {
+            Kind::Data => {
+                self.packets_in_flight -= 1;
+                let cnp_interval = self.cfg.dcqcn.as_ref().map(|d| d.cnp_interval);
+                let ack_len = roce::ack_frame_len(self.cfg.ip) as u32;
+                let flow = &mut self.flows[fid as usize];
+                let reply = |kind: Kind, index: u32, wire: u32| Packet {
+                    flow: fid,
+                    index,
+                    payload: 0,
+                    wire,
+                    dst: flow.msg.src.0,
+                    kind,
+                    ce: false,
+                    in_port: u32::MAX,
+                };
+                let mut out: [Option<Packet>; 2] = [None, None];
+                // NP: a CE mark earns a CNP, at most one per flow per interval.
+                if let (true, Some(interval)) = (pkt.ce, cnp_interval) {
+                    if flow.last_cnp.is_none_or(|t| now >= t + interval) {
+                        flow.last_cnp = Some(now);
+                        self.cnps += 1;
+                        out[0] = Some(reply(Kind::Cnp, 0, roce::cnp_frame_len(self.cfg.ip) as u32));
+                    }
+                }
+                match flow.receiver.on_data(pkt.index) {
+                    InOrderReceipt::Accepted { ack, complete } => {
+                        flow.delivered_bytes += pkt.payload as u64;
+                        if complete {
+                            flow.finish = Some(now + self.cfg.nic_rx_latency);
+                        }
+                        out[1] = ack.map(|i| reply(Kind::Ack, i, ack_len));
+                    }
+                    InOrderReceipt::OutOfSequence { nak } => {
+                        self.lost_payload += pkt.payload as u64;
+                        if nak.is_some() {
+                            self.naks += 1;
+                        }
+                        out[1] = nak.map(|i| reply(Kind::Nak, i, ack_len));
+                    }
+                    InOrderReceipt::Duplicate { ack } => {
+                        self.lost_payload += pkt.payload as u64;
+                        out[1] = ack.map(|i| reply(Kind::Ack, i, ack_len));
+                    }
+                }
+                let nic = &mut self.nics[h.index()];
+                nic.control.extend(out.into_iter().flatten());
+                self.try_transmit(self.topo.host_port(h));
+            }
+            Kind::Ack | Kind::Nak => {
+                let flow = &mut self.flows[fid as usize];
+                let covered = if pkt.kind == Kind::Ack {
+                    Some(pkt.index)
+                } else {
+                    pkt.index.checked_sub(1)
+                };
+                let before = flow.sender.acked();
+                if let Some(i) = covered {
+                    if flow.sender.on_ack(i) {
+                        flow.acked = Some(now);
+                        self.flows_acked += 1;
+                    }
+                }
+                if flow.sender.acked() > before {
+                    flow.last_progress = now;
+                }
+                if pkt.kind == Kind::Nak {
+                    flow.sender.rewind(pkt.index);
+                    self.requeue(fid);
+                }
+            }
+            Kind::Cnp => {
+                let Some(d) = &self.cfg.dcqcn else { return };
+                let flow = &mut self.flows[fid as usize];
+                flow.rp.advance(now, &d.params);
+                if flow.rp.on_cnp(now, &d.params) {
+                    self.rates.push(RateSample {
+                        time: now,
+                        flow: fid,
+                        rate: flow.rp.rate(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Conservation at this instant, by walking every queue and link.
+    pub fn audit(&self) -> Audit {
+        let mut in_flight = 0u64;
+        let mut count = |pkt: &Packet| {
+            if pkt.kind == Kind::Data {
+                in_flight += pkt.payload as u64;
+            }
+        };
+        for p in &self.ports {
+            for (_, f) in &p.wire {
+                if let Frame::Packet(pkt) = f {
+                    count(pkt);
+                }
+            }
+            for (_, pkt) in &p.queues[DATA] {
+                count(pkt);
+            }
+        }
+        Audit {
+            sent_payload: self.flows.iter().map(|f| f.sent_bytes).sum(),
+            delivered_payload: self.flows.iter().map(|f| f.delivered_bytes).sum(),
+            lost_payload: self.lost_payload,
+            in_flight_payload: in_flight,
+        }
+    }
+
+    /// Ideal completion of a message on an empty fabric (as for InfiniBand: NIC
+    /// latencies, propagation, a switch latency and a store-and-forward re-serialisation of
+    /// the last packet per switch, and the whole message serialised once).
+    fn ideal_fct(&self, m: &Message) -> Time {
+        let hops = self.routes.hops(m.src, m.dst) as u64;
+        let spec = self.topo.port(self.topo.host_port(m.src));
+        let mtu = self.cfg.mtu as u64;
+        let packets = m.size.div_ceil(mtu);
+        let last_payload = m.size - (packets - 1) * mtu;
+        let ip = self.cfg.ip;
+        let last = roce::write_frame_len(ip, last_payload as u32, packets == 1) as u64;
+        let first_reth = if packets > 1 { 16 } else { 0 };
+        let total =
+            (packets - 1) * roce::write_frame_len(ip, self.cfg.mtu, false) as u64 + first_reth + last;
+        self.cfg.nic_tx_latency
+            + self.cfg.nic_rx_latency
+            + spec.delay * hops
+            + (self.cfg.switch_latency + spec.rate.serialization(last)) * (hops - 1)
+            + spec.rate.serialization(total)
+    }
+
+    /// Everything measured, for the experiment layer.
+    pub fn report(&self) -> RunReport {
+        let now = self.queue.now();
+        let flows = self
+            .flows
+            .iter()
+            .map(|f| FlowResult {
+                src: f.msg.src.0,
+                dst: f.msg.dst.0,
+                bytes: f.msg.size,
+                start: f.msg.start,
+                finish: f.finish,
+                acked: f.acked,
+                ideal: self.ideal_fct(&f.msg),
+                delivered_bytes: f.delivered_bytes,
+            })
+            .collect();
+        let ports = self
+            .topo
+            .ports()
+            .iter()
+            .zip(&self.ports)
+            .map(|(spec, p)| PortResult {
+                node: spec.node.0,
+                port: spec.local,
+                peer_node: self.topo.port(spec.peer).node.0,
+                tx_bytes: p.tx_bytes,
+                tx_packets: p.tx_packets,
+                peak_queue_bytes: p.peak_queue,
+                peak_input_bytes: p.peak_ingress,
+                credit_stall: Time::ZERO,
+                credit_packets: 0,
+                pause_frames: p.pause_frames,
+                paused: p.paused_total
+                    + p.paused_since
+                        .map_or(Time::ZERO, |s| p.paused_until.min(now).saturating_sub(s)),
+                drops: p.drops,
+                ecn_marks: p.ecn_marks,
+            })
+            .collect();
+        RunReport {
+            sim_time: now,
+            events: self.queue.popped(),
+            flows,
+            ports,
+            drops: self.drops,
+            retransmitted_packets: self.retransmitted,
+            fecn_marks: self.ports.iter().map(|p| p.ecn_marks).sum(),
+            becns: self.cnps,
+            duplicates: 0,
+            buffer_overflows: 0,
+            peak_packets_in_flight: self.peak_packets_in_flight,
+            stopped_by_time: self.stopped_by_time,
+            pfc_pause_frames: self.ports.iter().map(|p| p.pause_frames).sum(),
+            naks: self.naks,
+            timeouts: self.timeouts,
+        }
+    }
+}
+
+/// Arms `flow`'s retransmission timer for `at`.
+fn f_arm(sim: &mut Simulation, flow: u32, at: Time) {
+    sim.flows[flow as usize].timer_armed = true;
+    sim.queue.schedule(at, Event::Timeout { flow });
+}
+
+/// The ECMP hash of a packet at `switch`: a seeded mix (SplitMix64 finaliser) of the
+/// 5-tuple fields that vary here (source and destination host, UDP source port; the
+/// protocol and destination port 4791 are the same for all RoCEv2 traffic).
+fn ecmp_hash(seed: u64, switch: u32, src: u32, dst: u32, sport: u16) -> u64 {
+    let mut x = seed
+        ^ (switch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ ((src as u64) << 32 | dst as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9)
+        ^ (sport as u64).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
