@@ -60,7 +60,8 @@ pub fn run(
     let msgs = messages(&scenario.traffic, scenario.seed);
     let mut sim = match scenario.fabric {
         FabricKind::Infiniband => {
-            let mut ib = infiniband::Simulation::new(scenario.ib.clone(), topo, &msgs, scenario.stop_at)?;
+            let mut ib =
+                infiniband::Simulation::new(scenario.ib.clone(), topo, &msgs, scenario.stop_at)?;
             if let Some(f) = capture {
                 ib.capture(f);
             }
@@ -68,7 +69,10 @@ pub fn run(
         }
         FabricKind::Rocev2 => {
             if capture.is_some() {
-                return Err("--pcap: captures of the RoCEv2 fabric are not built yet; run without --pcap".into());
+                return Err(
+                    "--pcap: captures of the RoCEv2 fabric are not built yet; run without --pcap"
+                        .into(),
+                );
             }
             // The ECN draws and ECMP hash follow the scenario seed (and --seed).
             let cfg = rocev2::RoceConfig {

@@ -203,7 +203,13 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
 pub fn rates_csv(rates: &[RateSample]) -> String {
     let mut s = String::from("time_ns,flow_id,rate_gbps\n");
     for r in rates {
-        let _ = writeln!(s, "{:.3},{},{:.6}", ns3(r.time.ps()), r.flow, r.rate.bps() as f64 / 1e9);
+        let _ = writeln!(
+            s,
+            "{:.3},{},{:.6}",
+            ns3(r.time.ps()),
+            r.flow,
+            r.rate.bps() as f64 / 1e9
+        );
     }
     s
 }

@@ -1,11 +1,11 @@
 //! Scenario files: the TOML contract of shared/SCENARIO.md, parsed into a validated
 //! [`Scenario`]. Every error names the key, the value and, where known, the line.
 
+use fabricsim_core::proto::dcqcn::DcqcnPreset;
+use fabricsim_core::proto::ecn::RedParams;
 use fabricsim_core::proto::ibcc::CcParams;
 use fabricsim_core::topology::Topology;
 use fabricsim_core::units::{parse_quantity, BitRate, ByteSize, Dimension, HostId, Time};
-use fabricsim_core::proto::dcqcn::DcqcnPreset;
-use fabricsim_core::proto::ecn::RedParams;
 use fabricsim_core::wire::roce::IpVersion;
 use fabricsim_fabric::infiniband::{default_sl_to_vl, IbCc, IbConfig};
 use fabricsim_fabric::rocev2::{hpcc_ecn, DcqcnConfig, EcnConfig, RoceConfig};
@@ -359,7 +359,11 @@ impl Scenario {
         let mut roce = RoceConfig {
             // Cable length for the headroom rule: as given, or from the delay at 5 ns/m.
             cable_mm: c
-                .quantity("fabric.cable_length", &fabric.cable_length, Dimension::Length)?
+                .quantity(
+                    "fabric.cable_length",
+                    &fabric.cable_length,
+                    Dimension::Length,
+                )?
                 .unwrap_or(link_delay.ps() * 1000 / PS_PER_METRE),
             ..RoceConfig::default()
         };
@@ -716,7 +720,11 @@ impl Scenario {
                 s,
                 "headroom = \"{}\"{}",
                 ByteSize(r.headroom_for(self.link_rate)),
-                if r.headroom.is_none() { "   # the mlx5 rule at link_rate" } else { "" }
+                if r.headroom.is_none() {
+                    "   # the mlx5 rule at link_rate"
+                } else {
+                    ""
+                }
             );
         }
         match &r.dcqcn {
@@ -753,7 +761,8 @@ impl Scenario {
                     ByteSize(e.red.kmin),
                     ByteSize(e.red.kmax),
                     e.red.pmax,
-                    e.scale_from.map_or(String::new(), |r| format!(", scale_from = \"{r}\""))
+                    e.scale_from
+                        .map_or(String::new(), |r| format!(", scale_from = \"{r}\""))
                 );
             }
         }
@@ -862,7 +871,10 @@ fn parse_roce(
     link_rate: BitRate,
 ) -> Result<(), ScenarioError> {
     let key = |k: &str| format!("fabric.rocev2.{k}");
-    let choice = |k: &str, v: &Option<Spanned<String>>, allowed: &[&str]| -> Result<Option<String>, ScenarioError> {
+    let choice = |k: &str,
+                  v: &Option<Spanned<String>>,
+                  allowed: &[&str]|
+     -> Result<Option<String>, ScenarioError> {
         match v {
             None => Ok(None),
             Some(s) if allowed.contains(&s.get_ref().as_str()) => Ok(Some(s.get_ref().clone())),
@@ -880,7 +892,10 @@ fn parse_roce(
     }
     if let Some(h) = c.quantity(&key("headroom"), &f.headroom, Dimension::Size)? {
         if !roce.pfc {
-            return Err(invalid(format!("{}: set while pfc = false; it would do nothing", key("headroom"))));
+            return Err(invalid(format!(
+                "{}: set while pfc = false; it would do nothing",
+                key("headroom")
+            )));
         }
         roce.headroom = Some(h);
     }
@@ -891,7 +906,11 @@ fn parse_roce(
         roce.alpha_shift = a as u32;
     }
     if let Some(ip) = choice("ip", &f.ip, &["ipv4", "ipv6"])? {
-        roce.ip = if ip == "ipv6" { IpVersion::V6 } else { IpVersion::V4 };
+        roce.ip = if ip == "ipv6" {
+            IpVersion::V6
+        } else {
+            IpVersion::V4
+        };
     }
     choice("loss_recovery", &f.loss_recovery, &["go-back-n"])?;
     if let Some(a) = c.count(&key("ack_every"), &f.ack_every, 1, 1 << 20)? {
@@ -912,27 +931,39 @@ fn parse_roce(
         } else {
             let d = hpcc_ecn();
             let red = RedParams {
-                kmin: c.quantity(&key("ecn.kmin"), &e.kmin, Dimension::Size)?.unwrap_or(d.red.kmin),
-                kmax: c.quantity(&key("ecn.kmax"), &e.kmax, Dimension::Size)?.unwrap_or(d.red.kmax),
+                kmin: c
+                    .quantity(&key("ecn.kmin"), &e.kmin, Dimension::Size)?
+                    .unwrap_or(d.red.kmin),
+                kmax: c
+                    .quantity(&key("ecn.kmax"), &e.kmax, Dimension::Size)?
+                    .unwrap_or(d.red.kmax),
                 pmax: e.pmax.unwrap_or(d.red.pmax),
             };
             if red.kmax < red.kmin || !(0.0..=1.0).contains(&red.pmax) {
                 return Err(invalid(format!(
                     "{}: needs kmin <= kmax and 0 <= pmax <= 1 (got kmin {} B, kmax {} B, pmax {})",
-                    key("ecn"), red.kmin, red.kmax, red.pmax
+                    key("ecn"),
+                    red.kmin,
+                    red.kmax,
+                    red.pmax
                 )));
             }
             // Thresholds written in the file hold on every port unless scale_from is given.
             let explicit = e.kmin.is_some() || e.kmax.is_some();
-            let scale_from = match c.positive(&key("ecn.scale_from"), &e.scale_from, Dimension::Rate)? {
-                Some(r) => Some(BitRate(r)),
-                None if explicit => None,
-                None => d.scale_from,
-            };
+            let scale_from =
+                match c.positive(&key("ecn.scale_from"), &e.scale_from, Dimension::Rate)? {
+                    Some(r) => Some(BitRate(r)),
+                    None if explicit => None,
+                    None => d.scale_from,
+                };
             roce.ecn = Some(EcnConfig { red, scale_from });
         }
     }
-    let cc = choice("congestion_control", &f.congestion_control, &["none", "dcqcn"])?;
+    let cc = choice(
+        "congestion_control",
+        &f.congestion_control,
+        &["none", "dcqcn"],
+    )?;
     let preset = choice("dcqcn_preset", &f.dcqcn_preset, &DcqcnPreset::NAMES)?;
     let overrides = [
         ("alpha_period", &f.alpha_period),
@@ -947,10 +978,16 @@ fn parse_roce(
     ];
     if cc.as_deref() == Some("none") {
         if let Some((k, _)) = overrides.iter().find(|(_, v)| v.is_some()) {
-            return Err(invalid(format!("{}: set while congestion_control = \"none\"; it would do nothing", key(k))));
+            return Err(invalid(format!(
+                "{}: set while congestion_control = \"none\"; it would do nothing",
+                key(k)
+            )));
         }
         if preset.is_some() || f.dcqcn_g.is_some() {
-            return Err(invalid(format!("{}: set while congestion_control = \"none\"; it would do nothing", key("dcqcn_preset / dcqcn_g"))));
+            return Err(invalid(format!(
+                "{}: set while congestion_control = \"none\"; it would do nothing",
+                key("dcqcn_preset / dcqcn_g")
+            )));
         }
         roce.dcqcn = None;
         return Ok(());
@@ -961,21 +998,49 @@ fn parse_roce(
     let p = &mut d.params;
     if let Some(g) = f.dcqcn_g {
         if !(g > 0.0 && g <= 1.0) {
-            return Err(invalid(format!("{} = {g}: must be in (0, 1]", key("dcqcn_g"))));
+            return Err(invalid(format!(
+                "{} = {g}: must be in (0, 1]",
+                key("dcqcn_g")
+            )));
         }
         p.g = g;
     }
     let time = |k: &str, v: &Q| c.positive(&key(k), v, Dimension::Time).map(|o| o.map(Time));
-    let rate = |k: &str, v: &Q| c.positive(&key(k), v, Dimension::Rate).map(|o| o.map(BitRate));
-    if let Some(t) = time("alpha_period", &f.alpha_period)? { p.alpha_period = t; }
-    if let Some(t) = time("increase_period", &f.increase_period)? { p.increase_period = t; }
-    if let Some(b) = c.positive(&key("byte_counter"), &f.byte_counter, Dimension::Size)? { p.byte_counter = Some(b); }
-    if let Some(n) = c.count(&key("fast_recovery_steps"), &f.fast_recovery_steps, 0, 1000)? { p.fast_recovery_steps = n as u32; }
-    if let Some(r) = rate("rate_ai", &f.rate_ai)? { p.rate_ai = r; }
-    if let Some(r) = rate("rate_hai", &f.rate_hai)? { p.rate_hai = r; }
-    if let Some(r) = rate("min_rate", &f.min_rate)? { p.min_rate = r; }
-    if let Some(t) = c.quantity(&key("rate_decrease_period"), &f.rate_decrease_period, Dimension::Time)? { p.rate_decrease_period = Time(t); }
-    if let Some(t) = c.quantity(&key("cnp_interval"), &f.cnp_interval, Dimension::Time)? { d.cnp_interval = Time(t); }
+    let rate = |k: &str, v: &Q| {
+        c.positive(&key(k), v, Dimension::Rate)
+            .map(|o| o.map(BitRate))
+    };
+    if let Some(t) = time("alpha_period", &f.alpha_period)? {
+        p.alpha_period = t;
+    }
+    if let Some(t) = time("increase_period", &f.increase_period)? {
+        p.increase_period = t;
+    }
+    if let Some(b) = c.positive(&key("byte_counter"), &f.byte_counter, Dimension::Size)? {
+        p.byte_counter = Some(b);
+    }
+    if let Some(n) = c.count(&key("fast_recovery_steps"), &f.fast_recovery_steps, 0, 1000)? {
+        p.fast_recovery_steps = n as u32;
+    }
+    if let Some(r) = rate("rate_ai", &f.rate_ai)? {
+        p.rate_ai = r;
+    }
+    if let Some(r) = rate("rate_hai", &f.rate_hai)? {
+        p.rate_hai = r;
+    }
+    if let Some(r) = rate("min_rate", &f.min_rate)? {
+        p.min_rate = r;
+    }
+    if let Some(t) = c.quantity(
+        &key("rate_decrease_period"),
+        &f.rate_decrease_period,
+        Dimension::Time,
+    )? {
+        p.rate_decrease_period = Time(t);
+    }
+    if let Some(t) = c.quantity(&key("cnp_interval"), &f.cnp_interval, Dimension::Time)? {
+        d.cnp_interval = Time(t);
+    }
     roce.dcqcn = Some(d);
     Ok(())
 }

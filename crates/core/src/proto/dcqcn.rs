@@ -202,12 +202,12 @@ impl Dcqcn {
         let decays = n - u64::from(self.cnp_in_period);
         self.alpha *= (1.0 - p.g).powf(decays as f64);
         self.cnp_in_period = false;
-        self.next_alpha = self.next_alpha + Time(n * p.alpha_period.ps());
+        self.next_alpha += Time(n * p.alpha_period.ps());
         let m = periods(self.next_increase, p.increase_period);
         self.timer_stage = self
             .timer_stage
             .saturating_add(m.min(u32::MAX as u64) as u32);
-        self.next_increase = self.next_increase + Time(m * p.increase_period.ps());
+        self.next_increase += Time(m * p.increase_period.ps());
     }
 
     /// A CNP arrived at `now` (call [`advance`](Self::advance) first). Returns whether the

@@ -59,7 +59,9 @@ impl Packet {
 enum Frame {
     Packet(Packet),
     /// A PFC frame for the data priority; 0 quanta resumes.
-    Pause { quanta: u16 },
+    Pause {
+        quanta: u16,
+    },
 }
 
 /// The closed event set.
@@ -425,9 +427,14 @@ impl Simulation {
                 let rate = self.topo.port(port).rate;
                 let at = now + Time(pause_duration(quanta, rate).ps() / 2);
                 p.pause_refresh_at = Some(at);
-                self.queue.schedule(at, Event::PauseRefresh { port: port.0 });
+                self.queue
+                    .schedule(at, Event::PauseRefresh { port: port.0 });
             }
-            self.transmit(port, Frame::Pause { quanta }, roce::PFC_FRAME_WIRE_LEN as u32);
+            self.transmit(
+                port,
+                Frame::Pause { quanta },
+                roce::PFC_FRAME_WIRE_LEN as u32,
+            );
             return;
         }
         let node = self.topo.port(port).node;
@@ -699,7 +706,14 @@ impl Simulation {
         } else {
             let f = &self.flows[pkt.flow as usize];
             // Data and its replies hash the same 5-tuple fields, ordered by direction.
-            let (a, b) = (pkt.dst, if pkt.kind == Kind::Data { f.msg.src.0 } else { f.msg.dst.0 });
+            let (a, b) = (
+                pkt.dst,
+                if pkt.kind == Kind::Data {
+                    f.msg.src.0
+                } else {
+                    f.msg.dst.0
+                },
+            );
             let h = ecmp_hash(self.cfg.seed, node.0, b, a, f.udp_sport);
             cands[(h % cands.len() as u64) as usize]
         };
@@ -874,8 +888,9 @@ impl Simulation {
         let ip = self.cfg.ip;
         let last = roce::write_frame_len(ip, last_payload as u32, packets == 1) as u64;
         let first_reth = if packets > 1 { 16 } else { 0 };
-        let total =
-            (packets - 1) * roce::write_frame_len(ip, self.cfg.mtu, false) as u64 + first_reth + last;
+        let total = (packets - 1) * roce::write_frame_len(ip, self.cfg.mtu, false) as u64
+            + first_reth
+            + last;
         self.cfg.nic_tx_latency
             + self.cfg.nic_rx_latency
             + spec.delay * hops
