@@ -4,6 +4,7 @@
 use fabricsim::scenario::Scenario;
 use fabricsim_fabric::infiniband::Simulation;
 use fabricsim_fabric::workload::{messages, Message};
+pub use fabricsim_fabric::EventDriven;
 
 /// Parses a scenario from TOML text; panics with the loader's message on error.
 pub fn scenario(text: &str) -> Scenario {

@@ -1,7 +1,7 @@
 //! RoCEv2 oracles: goodput, PFC headroom, lossy recovery, DCQCN, ECMP and determinism.
 
 mod common;
-use common::scenario;
+use common::{scenario, EventDriven};
 use fabricsim::experiment;
 use fabricsim::results::goodput_gbps;
 use fabricsim::scenario::Scenario;

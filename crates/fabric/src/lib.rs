@@ -5,9 +5,13 @@
 //! - [`infiniband`]: the InfiniBand fabric (HCAs, credit-flow-controlled switches, links).
 //! - [`rocev2`]: the RoCEv2 fabric (NICs with DCQCN and go-back-N, shared-buffer
 //!   switches with PFC and ECN, ECMP).
+//! - [`driver`]: the run loop and ideal completion time both fabrics share.
 //! - [`report`]: what a run measured, as plain data.
 
+pub mod driver;
 pub mod infiniband;
 pub mod report;
 pub mod rocev2;
 pub mod workload;
+
+pub use driver::EventDriven;

@@ -1,6 +1,7 @@
 //! The InfiniBand simulation: state arenas, the event enum and its handlers.
 
 use super::config::IbConfig;
+use crate::driver::{self, EventDriven};
 use crate::report::{FlowResult, PortResult, RunReport};
 use crate::workload::Message;
 use fabricsim_core::engine::EventQueue;
@@ -345,35 +346,7 @@ impl Simulation {
         self.queue.popped()
     }
 
-    /// Whether the run is over: all flows acknowledged, `stop_at` passed, or nothing left.
-    pub fn is_finished(&self) -> bool {
-        self.flows_acked == self.flows.len() || self.stopped_by_time || self.queue.is_empty()
-    }
-
-    /// Processes up to `max_events` events; returns true when the run is over.
-    pub fn step(&mut self, max_events: u64) -> bool {
-        for _ in 0..max_events {
-            if self.is_finished() {
-                return true;
-            }
-            self.pop_one();
-        }
-        self.is_finished()
-    }
-
-    /// Runs to the end.
-    pub fn run(&mut self) {
-        while !self.step(u64::MAX) {}
-    }
-
-    /// Processes every event at or before `t` (or until the run is over).
-    pub fn run_until(&mut self, t: Time) {
-        while !self.is_finished() && self.queue.peek_time().is_some_and(|next| next <= t) {
-            self.pop_one();
-        }
-    }
-
-    fn pop_one(&mut self) {
+    fn handle_next(&mut self) {
         let Some((_, event)) = self.queue.pop_until(self.stop_at.unwrap_or(Time::MAX)) else {
             // Nothing due before `stop_at`: either the queue is empty or the bound is hit.
             self.stopped_by_time = !self.queue.is_empty();
@@ -900,21 +873,15 @@ impl Simulation {
     /// every link, a switch latency per switch, the whole message serialised once at the
     /// host rate, and the last packet re-serialised at every store-and-forward switch.
     fn ideal_fct(&self, m: &Message) -> Time {
-        let hops = self.routes.hops(m.src, m.dst) as u64;
-        let spec = self.topo.port(self.topo.host_port(m.src));
-        let packets = m.size.div_ceil(self.cfg.mtu as u64);
-        let last_payload = m.size - (packets - 1) * self.cfg.mtu as u64;
-        let last = ib::write_packet_len(last_payload as u32, packets == 1) as u64;
-        // Every packet's wire bytes; the first carries the RETH (already in `last` when
-        // the message is one packet).
-        let first_reth = if packets > 1 { ib::RETH_LEN as u64 } else { 0 };
-        let total =
-            (packets - 1) * ib::write_packet_len(self.cfg.mtu, false) as u64 + first_reth + last;
-        self.cfg.hca_tx_latency
-            + self.cfg.hca_rx_latency
-            + spec.delay * hops
-            + (self.cfg.switch_latency + spec.rate.serialization(last)) * (hops - 1)
-            + spec.rate.serialization(total)
+        driver::ideal_fct(
+            &self.topo,
+            &self.routes,
+            m,
+            self.cfg.mtu,
+            self.cfg.hca_tx_latency + self.cfg.hca_rx_latency,
+            self.cfg.switch_latency,
+            |payload, first| ib::write_packet_len(payload, first) as u64,
+        )
     }
 
     /// Everything measured, for the experiment layer.
@@ -995,4 +962,18 @@ enum Pick {
 /// LIDs: host h has LID h + 1 (LID 0 is reserved).
 fn lid(h: HostId) -> u16 {
     (h.0 + 1) as u16
+}
+
+impl EventDriven for Simulation {
+    fn is_finished(&self) -> bool {
+        self.flows_acked == self.flows.len() || self.stopped_by_time || self.queue.is_empty()
+    }
+
+    fn next_event_time(&mut self) -> Option<Time> {
+        self.queue.peek_time()
+    }
+
+    fn pop_one(&mut self) {
+        self.handle_next();
+    }
 }

@@ -1,6 +1,7 @@
 //! The RoCEv2 simulation: state arenas, the event enum and its handlers.
 
 use super::config::RoceConfig;
+use crate::driver::{self, EventDriven};
 use crate::report::{FlowResult, PortResult, RunReport};
 use crate::workload::Message;
 use fabricsim_core::engine::EventQueue;
@@ -300,34 +301,6 @@ impl Simulation {
         self.queue.popped()
     }
 
-    /// Whether the run is over: all flows acknowledged, `stop_at` passed, or nothing left.
-    pub fn is_finished(&self) -> bool {
-        self.flows_acked == self.flows.len() || self.stopped_by_time || self.queue.is_empty()
-    }
-
-    /// Processes up to `max_events` events; returns true when the run is over.
-    pub fn step(&mut self, max_events: u64) -> bool {
-        for _ in 0..max_events {
-            if self.is_finished() {
-                return true;
-            }
-            self.pop_one();
-        }
-        self.is_finished()
-    }
-
-    /// Runs to the end.
-    pub fn run(&mut self) {
-        while !self.step(u64::MAX) {}
-    }
-
-    /// Processes every event at or before `t` (or until the run is over).
-    pub fn run_until(&mut self, t: Time) {
-        while !self.is_finished() && self.queue.peek_time().is_some_and(|next| next <= t) {
-            self.pop_one();
-        }
-    }
-
     /// Payload bytes a flow's receiver has placed so far.
     pub fn flow_delivered(&self, flow: usize) -> u64 {
         self.flows[flow].delivered_bytes
@@ -343,7 +316,7 @@ impl Simulation {
         &self.rates
     }
 
-    fn pop_one(&mut self) {
+    fn handle_next(&mut self) {
         let Some((now, event)) = self.queue.pop_until(self.stop_at.unwrap_or(Time::MAX)) else {
             self.stopped_by_time = !self.queue.is_empty();
             return;
@@ -880,22 +853,16 @@ impl Simulation {
     /// latencies, propagation, a switch latency and a store-and-forward re-serialisation of
     /// the last packet per switch, and the whole message serialised once).
     fn ideal_fct(&self, m: &Message) -> Time {
-        let hops = self.routes.hops(m.src, m.dst) as u64;
-        let spec = self.topo.port(self.topo.host_port(m.src));
-        let mtu = self.cfg.mtu as u64;
-        let packets = m.size.div_ceil(mtu);
-        let last_payload = m.size - (packets - 1) * mtu;
         let ip = self.cfg.ip;
-        let last = roce::write_frame_len(ip, last_payload as u32, packets == 1) as u64;
-        let first_reth = if packets > 1 { 16 } else { 0 };
-        let total = (packets - 1) * roce::write_frame_len(ip, self.cfg.mtu, false) as u64
-            + first_reth
-            + last;
-        self.cfg.nic_tx_latency
-            + self.cfg.nic_rx_latency
-            + spec.delay * hops
-            + (self.cfg.switch_latency + spec.rate.serialization(last)) * (hops - 1)
-            + spec.rate.serialization(total)
+        driver::ideal_fct(
+            &self.topo,
+            &self.routes,
+            m,
+            self.cfg.mtu,
+            self.cfg.nic_tx_latency + self.cfg.nic_rx_latency,
+            self.cfg.switch_latency,
+            |payload, first| roce::write_frame_len(ip, payload, first) as u64,
+        )
     }
 
     /// Everything measured, for the experiment layer.
@@ -977,4 +944,18 @@ fn ecmp_hash(seed: u64, switch: u32, src: u32, dst: u32, sport: u16) -> u64 {
     x ^= x >> 27;
     x = x.wrapping_mul(0x94D0_49BB_1331_11EB);
     x ^ (x >> 31)
+}
+
+impl EventDriven for Simulation {
+    fn is_finished(&self) -> bool {
+        self.flows_acked == self.flows.len() || self.stopped_by_time || self.queue.is_empty()
+    }
+
+    fn next_event_time(&mut self) -> Option<Time> {
+        self.queue.peek_time()
+    }
+
+    fn pop_one(&mut self) {
+        self.handle_next();
+    }
 }

@@ -1,0 +1,68 @@
+//! What the fabrics share: the run loop over their event handlers, and the ideal
+//! completion time of a message on an empty fabric.
+
+use crate::workload::Message;
+use fabricsim_core::topology::{Routes, Topology};
+use fabricsim_core::units::Time;
+
+/// A simulation driven one event at a time.
+pub trait EventDriven {
+    /// Whether the run is over: all flows acknowledged, `stop_at` passed, or nothing left.
+    fn is_finished(&self) -> bool;
+    /// The time of the next event, if any.
+    fn next_event_time(&mut self) -> Option<Time>;
+    /// Handles the next event (or notes that `stop_at` was reached).
+    fn pop_one(&mut self);
+
+    /// Processes up to `max_events` events; returns true when the run is over.
+    fn step(&mut self, max_events: u64) -> bool {
+        for _ in 0..max_events {
+            if self.is_finished() {
+                return true;
+            }
+            self.pop_one();
+        }
+        self.is_finished()
+    }
+
+    /// Runs to the end.
+    fn run(&mut self) {
+        while !self.step(u64::MAX) {}
+    }
+
+    /// Processes every event at or before `t` (or until the run is over).
+    fn run_until(&mut self, t: Time) {
+        while !self.is_finished() && self.next_event_time().is_some_and(|next| next <= t) {
+            self.pop_one();
+        }
+    }
+}
+
+/// Ideal completion of `m` on an empty fabric: the endpoints' fixed latencies,
+/// propagation over every link, a switch latency per switch, the whole message serialised
+/// once at the source's rate, and the last packet re-serialised at every
+/// store-and-forward switch. `frame_len(payload, first)` is a packet's link bytes.
+pub fn ideal_fct(
+    topo: &Topology,
+    routes: &Routes,
+    m: &Message,
+    mtu: u32,
+    endpoint_latency: Time,
+    switch_latency: Time,
+    frame_len: impl Fn(u32, bool) -> u64,
+) -> Time {
+    let hops = routes.hops(m.src, m.dst) as u64;
+    let spec = topo.port(topo.host_port(m.src));
+    let packets = m.size.div_ceil(mtu as u64);
+    let last_payload = (m.size - (packets - 1) * mtu as u64) as u32;
+    let last = frame_len(last_payload, packets == 1);
+    let total = if packets > 1 {
+        frame_len(mtu, true) + (packets - 2) * frame_len(mtu, false) + last
+    } else {
+        last
+    };
+    endpoint_latency
+        + spec.delay * hops
+        + (switch_latency + spec.rate.serialization(last)) * (hops - 1)
+        + spec.rate.serialization(total)
+}
