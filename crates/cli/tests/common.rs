@@ -31,3 +31,13 @@ pub fn delivered_between(sim: &mut Simulation, flows: usize, t1_ps: u64, t2_ps: 
     sim.run_until(Time(t2_ps));
     (0..flows).map(|f| sim.flow_delivered(f) - a[f]).collect()
 }
+
+/// Asserts a measured goodput (Gb/s) within 0.5 % of the analytic `expected`.
+pub fn assert_goodput(got: f64, expected: f64) {
+    let err = (got - expected).abs() / expected;
+    assert!(
+        err < 0.005,
+        "goodput {got:.3} Gb/s vs {expected:.3} Gb/s ({:.3} %)",
+        err * 100.0
+    );
+}

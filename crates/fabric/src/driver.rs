@@ -1,9 +1,56 @@
-//! What the fabrics share: the run loop over their event handlers, and the ideal
-//! completion time of a message on an empty fabric.
+//! What the fabrics share: the run loop over their event handlers, a link's frames in
+//! flight, and the ideal completion time of a message on an empty fabric.
 
 use crate::workload::Message;
 use fabricsim_core::topology::{Routes, Topology};
 use fabricsim_core::units::Time;
+use std::collections::VecDeque;
+
+/// The frames in flight on one link, in arrival order. The link keeps one pending arrival
+/// event, for its head: [`push`](Wire::push) says when to schedule it, and
+/// [`pop`](Wire::pop) says when the next one is due.
+#[derive(Clone, Debug)]
+pub struct Wire<F> {
+    frames: VecDeque<(Time, F)>,
+}
+
+impl<F> Default for Wire<F> {
+    fn default() -> Self {
+        Wire {
+            frames: VecDeque::new(),
+        }
+    }
+}
+
+impl<F> Wire<F> {
+    /// Adds a frame that reaches the far end at `arrival` (arrivals never decrease).
+    /// Returns true when it is the head, whose arrival event the caller must schedule.
+    pub fn push(&mut self, arrival: Time, frame: F) -> bool {
+        debug_assert!(self.frames.back().is_none_or(|&(t, _)| t <= arrival));
+        self.frames.push_back((arrival, frame));
+        self.frames.len() == 1
+    }
+
+    /// Removes the head at its arrival; returns it and the arrival time of the new head,
+    /// whose event the caller must schedule.
+    pub fn pop(&mut self) -> (F, Option<Time>) {
+        let (_, frame) = self
+            .frames
+            .pop_front()
+            .expect("an arrival event implies a frame on the wire");
+        (frame, self.frames.front().map(|&(t, _)| t))
+    }
+
+    /// The frames in flight, head first.
+    pub fn frames(&self) -> impl Iterator<Item = &F> {
+        self.frames.iter().map(|(_, f)| f)
+    }
+
+    /// Bytes of simulator state per frame in flight.
+    pub const fn entry_bytes() -> usize {
+        std::mem::size_of::<(Time, F)>()
+    }
+}
 
 /// A simulation driven one event at a time.
 pub trait EventDriven {

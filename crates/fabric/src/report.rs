@@ -1,5 +1,6 @@
 //! What a run measured, as plain data for the experiment layer to serialise.
 
+use crate::workload::Message;
 use fabricsim_core::units::Time;
 
 /// One flow's outcome.
@@ -16,6 +17,22 @@ pub struct FlowResult {
     /// Ideal completion time on an empty fabric (see `ideal_fct`).
     pub ideal: Time,
     pub delivered_bytes: u64,
+}
+
+impl FlowResult {
+    /// A flow of `msg` that has delivered nothing yet, with its ideal completion time.
+    pub fn new(msg: &Message, ideal: Time) -> Self {
+        FlowResult {
+            src: msg.src.0,
+            dst: msg.dst.0,
+            bytes: msg.size,
+            start: msg.start,
+            finish: None,
+            acked: None,
+            ideal,
+            delivered_bytes: 0,
+        }
+    }
 }
 
 /// One directed port's counters.

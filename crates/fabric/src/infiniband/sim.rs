@@ -1,7 +1,7 @@
 //! The InfiniBand simulation: state arenas, the event enum and its handlers.
 
 use super::config::IbConfig;
-use crate::driver::{self, EventDriven};
+use crate::driver::{self, EventDriven, Wire};
 use crate::report::{FlowResult, PortResult, RunReport};
 use crate::workload::Message;
 use fabricsim_core::engine::EventQueue;
@@ -128,7 +128,7 @@ struct PortState {
     free_at: Time,
     generation: u32,
     wake_at: Option<Time>,
-    wire: VecDeque<(Time, Frame)>,
+    wire: Wire<Frame>,
     tx_credit: Vec<CreditSender>,
     rx_credit: Vec<CreditReceiver>,
     fc_pending: u16,
@@ -247,7 +247,7 @@ impl Simulation {
                     free_at: Time::ZERO,
                     generation: 0,
                     wake_at: None,
-                    wire: VecDeque::new(),
+                    wire: Wire::default(),
                     tx_credit: vec![CreditSender::new(blocks); vls],
                     rx_credit: vec![CreditReceiver::new(blocks); vls],
                     fc_pending: 0,
@@ -460,9 +460,8 @@ impl Simulation {
         let end = p.free_at.max(now) + spec.rate.serialization(bytes as u64);
         p.free_at = end;
         p.tx_bytes += bytes as u64;
-        let was_idle = p.wire.is_empty();
         let arrival = end + spec.delay;
-        p.wire.push_back((arrival, frame));
+        let was_idle = p.wire.push(arrival, frame);
         if let Frame::Packet(pkt) = frame {
             p.busy = true;
             p.wake_at = None;
@@ -671,11 +670,8 @@ impl Simulation {
     fn arrive(&mut self, port: PortId) {
         let now = self.queue.now();
         let p = &mut self.ports[port.index()];
-        let (_, frame) = p
-            .wire
-            .pop_front()
-            .expect("an arrival event implies a frame on the wire");
-        if let Some(&(next, _)) = p.wire.front() {
+        let (frame, next) = p.wire.pop();
+        if let Some(next) = next {
             self.queue.schedule(next, Event::Arrival { port: port.0 });
         }
         let to = self.topo.port(port).peer;
@@ -817,7 +813,7 @@ impl Simulation {
     /// Bytes of simulator state per packet in flight: one wire or egress FIFO entry
     /// (packets carry no payload bytes; per-port and per-flow state is not per packet).
     pub const fn bytes_per_packet_in_flight() -> usize {
-        let wire = std::mem::size_of::<(Time, Frame)>();
+        let wire = Wire::<Frame>::entry_bytes();
         // A queued packet plus its entry in the maturing list while it waits out the latency.
         let egress = std::mem::size_of::<Packet>() + std::mem::size_of::<(Time, u16)>();
         if wire > egress {
@@ -843,7 +839,7 @@ impl Simulation {
             }
         };
         for p in &self.ports {
-            for (_, f) in &p.wire {
+            for f in p.wire.frames() {
                 if let Frame::Packet(pkt) = f {
                     count(pkt);
                 }
@@ -890,14 +886,10 @@ impl Simulation {
             .flows
             .iter()
             .map(|f| FlowResult {
-                src: f.msg.src.0,
-                dst: f.msg.dst.0,
-                bytes: f.msg.size,
-                start: f.msg.start,
                 finish: f.finish,
                 acked: f.acked,
-                ideal: self.ideal_fct(&f.msg),
                 delivered_bytes: f.delivered_bytes,
+                ..FlowResult::new(&f.msg, self.ideal_fct(&f.msg))
             })
             .collect();
         let ports = self

@@ -1,7 +1,7 @@
 //! The RoCEv2 simulation: state arenas, the event enum and its handlers.
 
 use super::config::RoceConfig;
-use crate::driver::{self, EventDriven};
+use crate::driver::{self, EventDriven, Wire};
 use crate::report::{FlowResult, PortResult, RunReport};
 use crate::workload::Message;
 use fabricsim_core::engine::EventQueue;
@@ -85,7 +85,7 @@ struct PortState {
     busy: bool,
     generation: u32,
     wake_at: Option<Time>,
-    wire: VecDeque<(Time, Frame)>,
+    wire: Wire<Frame>,
     /// Egress FIFOs per class, as (ready time, packet); ready times rise in FIFO order.
     queues: [VecDeque<(Time, Packet)>; 2],
     queued: [u64; 2],
@@ -361,8 +361,7 @@ impl Simulation {
         }
         let due = f.last_progress + rto;
         if now < due {
-            f.timer_armed = true;
-            self.queue.schedule(due, Event::Timeout { flow });
+            self.arm_timeout(flow, due);
             return;
         }
         // No progress for a whole timeout: go back to the first unacknowledged packet.
@@ -371,7 +370,13 @@ impl Simulation {
         f.sender.rewind(acked);
         f.last_progress = now;
         self.requeue(flow);
-        f_arm(self, flow, now + rto);
+        self.arm_timeout(flow, now + rto);
+    }
+
+    /// Arms `flow`'s retransmission timer for `at`.
+    fn arm_timeout(&mut self, flow: u32, at: Time) {
+        self.flows[flow as usize].timer_armed = true;
+        self.queue.schedule(at, Event::Timeout { flow });
     }
 
     /// Puts a flow with data to send back on its NIC's round-robin list.
@@ -449,9 +454,8 @@ impl Simulation {
         if let Frame::Packet(_) = frame {
             p.tx_packets += 1;
         }
-        let was_idle = p.wire.is_empty();
         let arrival = end + spec.delay;
-        p.wire.push_back((arrival, frame));
+        let was_idle = p.wire.push(arrival, frame);
         let generation = p.generation;
         self.queue.schedule(
             end,
@@ -504,7 +508,7 @@ impl Simulation {
                     }
                     p.queued[class] -= pkt.wire as u64;
                     if class == DATA {
-                        self.leave_ingress(pkt, now);
+                        self.leave_ingress(pkt);
                     }
                     return Ok(pkt);
                 }
@@ -517,7 +521,7 @@ impl Simulation {
 
     /// A data packet left its switch: free its ingress bytes and resume the upstream when
     /// the ingress has drained below the threshold.
-    fn leave_ingress(&mut self, pkt: Packet, _now: Time) {
+    fn leave_ingress(&mut self, pkt: Packet) {
         let input = pkt.in_port as usize;
         let node = self.topo.ports()[input].node.index();
         let bytes = pkt.wire as u64;
@@ -601,12 +605,11 @@ impl Simulation {
             self.retransmitted += 1;
         }
         let arm = !flow.timer_armed;
-        flow.timer_armed = true;
         let dst = flow.msg.dst.0;
         self.packets_in_flight += 1;
         self.peak_packets_in_flight = self.peak_packets_in_flight.max(self.packets_in_flight);
         if arm {
-            f_arm(self, f, now + self.cfg.rto());
+            self.arm_timeout(f, now + self.cfg.rto());
         }
         Ok(Packet {
             flow: f,
@@ -624,11 +627,8 @@ impl Simulation {
     fn arrive(&mut self, port: PortId) {
         let now = self.queue.now();
         let p = &mut self.ports[port.index()];
-        let (_, frame) = p
-            .wire
-            .pop_front()
-            .expect("an arrival event implies a frame on the wire");
-        if let Some(&(next, _)) = p.wire.front() {
+        let (frame, next) = p.wire.pop();
+        if let Some(next) = next {
             self.queue.schedule(next, Event::Arrival { port: port.0 });
         }
         let to = self.topo.port(port).peer;
@@ -832,7 +832,7 @@ impl Simulation {
             }
         };
         for p in &self.ports {
-            for (_, f) in &p.wire {
+            for f in p.wire.frames() {
                 if let Frame::Packet(pkt) = f {
                     count(pkt);
                 }
@@ -872,14 +872,10 @@ impl Simulation {
             .flows
             .iter()
             .map(|f| FlowResult {
-                src: f.msg.src.0,
-                dst: f.msg.dst.0,
-                bytes: f.msg.size,
-                start: f.msg.start,
                 finish: f.finish,
                 acked: f.acked,
-                ideal: self.ideal_fct(&f.msg),
                 delivered_bytes: f.delivered_bytes,
+                ..FlowResult::new(&f.msg, self.ideal_fct(&f.msg))
             })
             .collect();
         let ports = self
@@ -923,12 +919,6 @@ impl Simulation {
             timeouts: self.timeouts,
         }
     }
-}
-
-/// Arms `flow`'s retransmission timer for `at`.
-fn f_arm(sim: &mut Simulation, flow: u32, at: Time) {
-    sim.flows[flow as usize].timer_armed = true;
-    sim.queue.schedule(at, Event::Timeout { flow });
 }
 
 /// The ECMP hash of a packet at `switch`: a seeded mix (SplitMix64 finaliser) of the
