@@ -2,6 +2,7 @@
 //! command-line front end. This is the only crate that touches files or the clock.
 
 pub mod experiment;
+pub mod ns3;
 pub mod pcap;
 pub mod results;
 pub mod scenario;

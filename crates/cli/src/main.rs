@@ -131,6 +131,18 @@ fn dispatch(cmd: Command) -> Result<(), String> {
                 write_atomic(path, &pcap::encode(&outcome.captured, link))
                     .map_err(|e| format!("--pcap {}: {e}", path.display()))?;
             }
+            if let Some(d) = &summary.deadlock {
+                let hops: Vec<String> = d
+                    .cycle
+                    .iter()
+                    .map(|h| format!("node {} port {} -> node {}", h.node, h.port, h.to_node))
+                    .collect();
+                eprintln!(
+                    "fabricsim: PFC deadlock at {} ns; the run stopped. Cycle of paused queues: {}",
+                    d.detected_at_ns,
+                    hops.join(", ")
+                );
+            }
             if json {
                 println!(
                     "{}",

@@ -53,6 +53,24 @@ pub struct Summary {
     pub duplicates: u64,
     pub buffer_overflows: u64,
     pub stopped_by_time: bool,
+    /// PFC watchdog trips (RoCEv2).
+    pub watchdog_trips: u64,
+    /// A deadlock that stopped the run, or null.
+    pub deadlock: Option<DeadlockSummary>,
+}
+
+/// A detected deadlock: when, and the cycle of egresses, each waiting on the next.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct DeadlockSummary {
+    pub detected_at_ns: u64,
+    pub cycle: Vec<DeadlockEgress>,
+}
+
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct DeadlockEgress {
+    pub node: u32,
+    pub port: u16,
+    pub to_node: u32,
 }
 
 /// Nearest-rank percentile of sorted values.
@@ -130,6 +148,19 @@ pub fn summary(scenario: &Scenario, out: &Outcome) -> Summary {
         duplicates: r.duplicates,
         buffer_overflows: r.buffer_overflows,
         stopped_by_time: r.stopped_by_time,
+        watchdog_trips: r.watchdog_trips,
+        deadlock: r.deadlock.as_ref().map(|d| DeadlockSummary {
+            detected_at_ns: d.at.ns(),
+            cycle: d
+                .cycle
+                .iter()
+                .map(|h| DeadlockEgress {
+                    node: h.node,
+                    port: h.port,
+                    to_node: h.peer_node,
+                })
+                .collect(),
+        }),
     }
 }
 

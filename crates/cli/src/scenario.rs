@@ -1,6 +1,7 @@
 //! Scenario files: the TOML contract of shared/SCENARIO.md, parsed into a validated
 //! [`Scenario`]. Every error names the key, the value and, where known, the line.
 
+use crate::ns3::{self, Ns3Topology};
 use fabricsim_core::proto::dcqcn::DcqcnPreset;
 use fabricsim_core::proto::ecn::RedParams;
 use fabricsim_core::proto::ibcc::CcParams;
@@ -8,8 +9,10 @@ use fabricsim_core::topology::Topology;
 use fabricsim_core::units::{parse_quantity, BitRate, ByteSize, Dimension, HostId, Time};
 use fabricsim_core::wire::roce::IpVersion;
 use fabricsim_fabric::infiniband::{default_sl_to_vl, IbCc, IbConfig};
-use fabricsim_fabric::rocev2::{hpcc_ecn, DcqcnConfig, EcnConfig, RoceConfig};
-use fabricsim_fabric::workload::Traffic;
+use fabricsim_fabric::rocev2::{
+    hpcc_ecn, DcqcnConfig, EcnConfig, PauseStorm, PfcWatchdog, RoceConfig,
+};
+use fabricsim_fabric::workload::{Message, Traffic};
 use serde::Deserialize;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -94,6 +97,19 @@ struct FileRoce {
     rate_hai: Q,
     min_rate: Q,
     rate_decrease_period: Q,
+    pfc_watchdog: Q,
+    pfc_watchdog_restore: Q,
+    deadlock_check: Q,
+    #[serde(default)]
+    pause_storm: Vec<FilePauseStorm>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilePauseStorm {
+    host: Spanned<Raw>,
+    start: Q,
+    duration: Q,
 }
 
 #[derive(Deserialize, Default)]
@@ -135,6 +151,7 @@ struct FileTopology {
     spines: Q,
     uplink_rate: Q,
     k: Q,
+    path: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -148,6 +165,7 @@ struct FileTraffic {
     size: Q,
     start: Q,
     sl: Q,
+    path: Option<Spanned<String>>,
 }
 
 /// The topology a scenario asks for.
@@ -164,6 +182,11 @@ pub enum TopologySpec {
     },
     FatTree {
         k: u32,
+    },
+    /// An ns-3 RDMA-model topology file, read at load time.
+    File {
+        path: String,
+        graph: Ns3Topology,
     },
 }
 
@@ -309,14 +332,25 @@ impl Scenario {
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        Scenario::parse(&text, &stem).map_err(|e| match e {
+        let base = path.parent().unwrap_or(Path::new("."));
+        Scenario::parse_in(&text, &stem, base).map_err(|e| match e {
             ScenarioError::Invalid(m) => ScenarioError::Invalid(format!("{}: {m}", path.display())),
             other => other,
         })
     }
 
-    /// Parses and validates scenario text.
+    /// Parses and validates scenario text; files it names are relative to the working
+    /// directory.
     pub fn parse(text: &str, default_name: &str) -> Result<Scenario, ScenarioError> {
+        Scenario::parse_in(text, default_name, Path::new("."))
+    }
+
+    /// Parses and validates scenario text; files it names are relative to `base`.
+    pub fn parse_in(
+        text: &str,
+        default_name: &str,
+        base: &Path,
+    ) -> Result<Scenario, ScenarioError> {
         let root: FileRoot =
             toml::from_str(text).map_err(|e| invalid(e.to_string().trim_end().to_string()))?;
         let c = Ctx { text };
@@ -393,7 +427,6 @@ impl Scenario {
             ib.switch_latency = Time(l);
             roce.switch_latency = Time(l);
         }
-        parse_roce(&c, &fabric.rocev2, &mut roce, link_rate)?;
         let f = &fabric.infiniband;
         let key = |k: &str| format!("fabric.infiniband.{k}");
         if let Some(v) = c.count(&key("virtual_lanes"), &f.virtual_lanes, 1, 15)? {
@@ -499,6 +532,11 @@ impl Scenario {
             .as_ref()
             .map(|k| k.get_ref().as_str())
             .unwrap_or("single-switch");
+        if tkind != "file" && t.path.is_some() {
+            return Err(invalid(format!(
+                "topology.path: not a key of topology kind \"{tkind}\" (only of \"file\")"
+            )));
+        }
         let topology = match tkind {
             "single-switch" => {
                 reject_keys(
@@ -545,14 +583,42 @@ impl Scenario {
                 }
                 TopologySpec::FatTree { k }
             }
+            "file" => {
+                reject_keys(
+                    &[
+                        ("topology.hosts", &t.hosts),
+                        ("topology.leaves", &t.leaves),
+                        ("topology.spines", &t.spines),
+                        ("topology.uplink_rate", &t.uplink_rate),
+                        ("topology.k", &t.k),
+                    ],
+                    tkind,
+                )?;
+                let path = t.path.as_ref().ok_or_else(|| {
+                    invalid(
+                        "topology.path: required by kind = \"file\" (an ns-3 topology file)".into(),
+                    )
+                })?;
+                let (shown, text) = read_named(base, "topology.path", path, &c)?;
+                let graph = ns3::parse_topology(&text)
+                    .map_err(|m| invalid(format!("topology.path = \"{shown}\": {m}")))?;
+                fabricsim_core::topology::Topology::from_graph(
+                    graph.nodes,
+                    &graph.switches,
+                    &graph.links,
+                )
+                .map_err(|m| invalid(format!("topology.path = \"{shown}\": {m}")))?;
+                TopologySpec::File { path: shown, graph }
+            }
             other => {
                 let line = t.kind.as_ref().map(|k| c.line(k.span())).unwrap_or(0);
                 return Err(invalid(format!(
-                    "line {line}: topology.kind = \"{other}\": expected \"single-switch\", \"leaf-spine\" or \"fat-tree\""
+                    "line {line}: topology.kind = \"{other}\": expected \"single-switch\", \"leaf-spine\", \"fat-tree\" or \"file\""
                 )));
             }
         };
         let scenario_hosts = topology_hosts(&topology);
+        parse_roce(&c, &fabric.rocev2, &mut roce, link_rate, scenario_hosts)?;
         if let TopologySpec::LeafSpine { hosts, leaves, .. } = topology {
             if hosts < leaves {
                 return Err(invalid(format!(
@@ -564,6 +630,16 @@ impl Scenario {
         let mut traffic = Vec::new();
         for (i, tr) in root.traffic.iter().enumerate() {
             let at = |k: &str| format!("traffic[{i}].{k}");
+            let kind = tr.kind.get_ref().as_str();
+            if kind == "flow-file" {
+                traffic.push(flow_file(&c, base, i, tr, &topology)?);
+                continue;
+            }
+            if tr.path.is_some() {
+                return Err(invalid(format!(
+                    "traffic[{i}].path: not a key of kind \"{kind}\" (only of \"flow-file\")"
+                )));
+            }
             let size = c
                 .positive(&at("size"), &tr.size, Dimension::Size)?
                 .ok_or_else(|| invalid(format!("traffic[{i}]: size is required")))?;
@@ -597,7 +673,6 @@ impl Scenario {
                     }
                     Ok(hs)
                 };
-            let kind = tr.kind.get_ref().as_str();
             let stray: &[(&str, bool)] = match kind {
                 "flow" => &[
                     ("senders", tr.senders.is_some()),
@@ -647,7 +722,7 @@ impl Scenario {
                 }
                 other => {
                     return Err(invalid(format!(
-                        "line {}: traffic[{i}].kind = \"{other}\": expected \"flow\", \"incast\" or \"permutation\"",
+                        "line {}: traffic[{i}].kind = \"{other}\": expected \"flow\", \"incast\", \"permutation\" or \"flow-file\"",
                         c.line(tr.kind.span())
                     )))
                 }
@@ -695,6 +770,9 @@ impl Scenario {
                 self.link_delay,
             ),
             TopologySpec::FatTree { k } => Topology::fat_tree(k, self.link_rate, self.link_delay),
+            TopologySpec::File { ref graph, .. } => {
+                Topology::from_graph(graph.nodes, &graph.switches, &graph.links)
+            }
         }
     }
 
@@ -725,6 +803,14 @@ impl Scenario {
                 } else {
                     ""
                 }
+            );
+        }
+        let _ = writeln!(s, "deadlock_check = \"{}\"", r.deadlock_check);
+        if let Some(w) = &r.watchdog {
+            let _ = writeln!(
+                s,
+                "pfc_watchdog = \"{}\"\npfc_watchdog_restore = \"{}\"",
+                w.timeout, w.restore
             );
         }
         match &r.dcqcn {
@@ -765,6 +851,19 @@ impl Scenario {
                         .map_or(String::new(), |r| format!(", scale_from = \"{r}\""))
                 );
             }
+        }
+        for st in &r.pause_storms {
+            let _ = writeln!(
+                s,
+                "\n[[fabric.rocev2.pause_storm]]\nhost = {}\nstart = \"{}\"{}",
+                st.host,
+                st.start,
+                st.end
+                    .map_or("\n# duration: without end".to_string(), |e| format!(
+                        "\nduration = \"{}\"",
+                        e - st.start
+                    ))
+            );
         }
     }
 
@@ -837,6 +936,14 @@ impl Scenario {
                 "\n[topology]\nkind = \"leaf-spine\"\nhosts = {hosts}\nleaves = {leaves}\nspines = {spines}\nuplink_rate = \"{uplink_rate}\""
             ),
             TopologySpec::FatTree { k } => writeln!(s, "\n[topology]\nkind = \"fat-tree\"\nk = {k}\n# hosts = {}", k * k * k / 4),
+            TopologySpec::File { path, graph } => writeln!(
+                s,
+                "\n[topology]\nkind = \"file\"\npath = \"{path}\"\n# {} nodes: {} hosts, {} switches, {} links",
+                graph.nodes,
+                graph.host_count(),
+                graph.switches.len(),
+                graph.links.len()
+            ),
         };
         let ids = |v: &[HostId]| v.iter().map(|h| h.0).collect::<Vec<_>>();
         for t in &self.traffic {
@@ -858,6 +965,11 @@ impl Scenario {
                     ids(hosts),
                     ByteSize(*size)
                 ),
+                Traffic::Listed { source, messages } => writeln!(
+                    s,
+                    "\n[[traffic]]\nkind = \"flow-file\"\npath = \"{source}\"\n# {} flows",
+                    messages.len()
+                ),
             };
         }
     }
@@ -869,6 +981,7 @@ fn parse_roce(
     f: &FileRoce,
     roce: &mut RoceConfig,
     link_rate: BitRate,
+    hosts: u32,
 ) -> Result<(), ScenarioError> {
     let key = |k: &str| format!("fabric.rocev2.{k}");
     let choice = |k: &str,
@@ -913,6 +1026,7 @@ fn parse_roce(
         };
     }
     choice("loss_recovery", &f.loss_recovery, &["go-back-n"])?;
+    parse_pathologies(c, f, roce, hosts)?;
     if let Some(a) = c.count(&key("ack_every"), &f.ack_every, 1, 1 << 20)? {
         roce.ack_every = a as u32;
     }
@@ -1045,11 +1159,151 @@ fn parse_roce(
     Ok(())
 }
 
-fn topology_hosts(t: &TopologySpec) -> u32 {
-    match *t {
-        TopologySpec::SingleSwitch { hosts } | TopologySpec::LeafSpine { hosts, .. } => hosts,
-        TopologySpec::FatTree { k } => k * k * k / 4,
+/// The PFC watchdog, the deadlock check interval and pause storms of `[fabric.rocev2]`.
+fn parse_pathologies(
+    c: &Ctx,
+    f: &FileRoce,
+    roce: &mut RoceConfig,
+    hosts: u32,
+) -> Result<(), ScenarioError> {
+    let key = |k: &str| format!("fabric.rocev2.{k}");
+    let watchdog = c.positive(&key("pfc_watchdog"), &f.pfc_watchdog, Dimension::Time)?;
+    let restore = c.positive(
+        &key("pfc_watchdog_restore"),
+        &f.pfc_watchdog_restore,
+        Dimension::Time,
+    )?;
+    roce.watchdog = match (watchdog, restore) {
+        (Some(t), r) => Some(PfcWatchdog {
+            timeout: Time(t),
+            restore: Time(r.unwrap_or(t)),
+        }),
+        (None, Some(_)) => {
+            return Err(invalid(format!(
+                "{}: set without {}; it would do nothing",
+                key("pfc_watchdog_restore"),
+                key("pfc_watchdog")
+            )))
+        }
+        (None, None) => None,
+    };
+    if let Some(t) = c.positive(&key("deadlock_check"), &f.deadlock_check, Dimension::Time)? {
+        roce.deadlock_check = Time(t);
     }
+    if (roce.watchdog.is_some() || !f.pause_storm.is_empty()) && !roce.pfc {
+        return Err(invalid(format!(
+            "{}: pfc_watchdog and pause_storm need pfc = true",
+            key("pfc")
+        )));
+    }
+    for (i, st) in f.pause_storm.iter().enumerate() {
+        let at = |k: &str| key(&format!("pause_storm[{i}].{k}"));
+        let host = c.host(&at("host"), &st.host, hosts)?;
+        let start = Time(
+            c.quantity(&at("start"), &st.start, Dimension::Time)?
+                .unwrap_or(0),
+        );
+        let end = c
+            .positive(&at("duration"), &st.duration, Dimension::Time)?
+            .map(|d| start + Time(d));
+        roce.pause_storms.push(PauseStorm { host, start, end });
+    }
+    Ok(())
+}
+
+fn topology_hosts(t: &TopologySpec) -> u32 {
+    match t {
+        TopologySpec::SingleSwitch { hosts } | TopologySpec::LeafSpine { hosts, .. } => *hosts,
+        TopologySpec::FatTree { k } => k * k * k / 4,
+        TopologySpec::File { graph, .. } => graph.host_count(),
+    }
+}
+
+/// Reads the file a `key = "path"` entry names, relative to `base`. Returns the path as
+/// written and the text.
+fn read_named(
+    base: &Path,
+    key: &str,
+    path: &Spanned<String>,
+    c: &Ctx,
+) -> Result<(String, String), ScenarioError> {
+    let shown = path.get_ref().clone();
+    let full = base.join(&shown);
+    let text = std::fs::read_to_string(&full).map_err(|e| {
+        invalid(format!(
+            "line {}: {key} = \"{shown}\": cannot read {}: {e}",
+            c.line(path.span()),
+            full.display()
+        ))
+    })?;
+    Ok((shown, text))
+}
+
+/// A `flow-file` traffic entry: an ns-3 flow file. Its src and dst are ns-3 node ids when
+/// the topology is a file too, host indices otherwise.
+fn flow_file(
+    c: &Ctx,
+    base: &Path,
+    i: usize,
+    tr: &FileTraffic,
+    topology: &TopologySpec,
+) -> Result<Traffic, ScenarioError> {
+    let stray = [
+        ("src", tr.src.is_some()),
+        ("dst", tr.dst.is_some()),
+        ("senders", tr.senders.is_some()),
+        ("hosts", tr.hosts.is_some()),
+        ("size", tr.size.is_some()),
+        ("start", tr.start.is_some()),
+        ("sl", tr.sl.is_some()),
+    ];
+    if let Some((k, _)) = stray.iter().find(|(_, present)| *present) {
+        return Err(invalid(format!(
+            "traffic[{i}].{k}: not a key of kind \"flow-file\" (the file gives every flow's fields)"
+        )));
+    }
+    let key = format!("traffic[{i}].path");
+    let path = tr
+        .path
+        .as_ref()
+        .ok_or_else(|| invalid(format!("{key}: required by kind \"flow-file\"")))?;
+    let (shown, text) = read_named(base, &key, path, c)?;
+    let bad = |m: String| invalid(format!("{key} = \"{shown}\": {m}"));
+    let hosts = topology_hosts(topology);
+    let host = |node: u32, which: &str, line: usize| -> Result<HostId, ScenarioError> {
+        let index = match topology {
+            TopologySpec::File { graph, .. } => graph.host_index(node),
+            _ => (node < hosts).then_some(node),
+        };
+        index.map(HostId).ok_or_else(|| {
+            bad(format!(
+                "flow {line}: {which} = {node} is not a host of the topology ({})",
+                match topology {
+                    TopologySpec::File { .. } => "a switch, or beyond the last node".to_string(),
+                    _ => format!("hosts 0 to {}", hosts - 1),
+                }
+            ))
+        })
+    };
+    let flows = ns3::parse_flows(&text).map_err(bad)?;
+    let mut messages = Vec::with_capacity(flows.len());
+    for (n, f) in flows.iter().enumerate() {
+        let (src, dst) = (host(f.src, "src", n + 1)?, host(f.dst, "dst", n + 1)?);
+        if src == dst {
+            return Err(bad(format!("flow {}: src = dst = {}", n + 1, f.src)));
+        }
+        messages.push(Message {
+            src,
+            dst,
+            size: f.size,
+            start: f.start,
+            sl: f.priority,
+        });
+    }
+    Ok(Traffic::Listed {
+        source: shown,
+        messages,
+    })
 }
 
 fn reject_keys(keys: &[(&str, &Q)], kind: &str) -> Result<(), ScenarioError> {

@@ -41,3 +41,39 @@ pub fn assert_goodput(got: f64, expected: f64) {
         err * 100.0
     );
 }
+
+/// Builds the RoCEv2 simulation for a scenario (the scenario seed drives ECN and ECMP).
+pub fn roce_sim(s: &Scenario) -> fabricsim_fabric::rocev2::Simulation {
+    let msgs = messages(&s.traffic, s.seed);
+    let cfg = fabricsim_fabric::rocev2::RoceConfig {
+        seed: s.seed,
+        ..s.roce.clone()
+    };
+    fabricsim_fabric::rocev2::Simulation::new(cfg, s.build_topology().unwrap(), &msgs, s.stop_at)
+        .unwrap()
+}
+
+/// Runs a RoCEv2 simulation to the end, checking sent = delivered + lost + in flight
+/// every 5 us of simulated time.
+pub fn run_conserving(sim: &mut fabricsim_fabric::rocev2::Simulation) {
+    use fabricsim_core::units::Time;
+    let mut t = Time::from_us(5);
+    while !sim.is_finished() {
+        sim.run_until(t);
+        let a = sim.audit();
+        assert_eq!(
+            a.sent_payload,
+            a.delivered_payload + a.lost_payload + a.in_flight_payload,
+            "conservation at {t}"
+        );
+        t += Time::from_us(5);
+    }
+}
+
+/// Loads one of the project's example scenarios.
+pub fn example(name: &str) -> Scenario {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(name);
+    Scenario::load(&path).unwrap_or_else(|e| panic!("example {name} rejected: {e}"))
+}

@@ -1,22 +1,11 @@
 //! RoCEv2 oracles: goodput, PFC headroom, lossy recovery, DCQCN, ECMP and determinism.
 
 mod common;
-use common::{assert_goodput, scenario, EventDriven};
+use common::{assert_goodput, roce_sim, run_conserving, scenario, EventDriven};
 use fabricsim::experiment;
 use fabricsim::results::goodput_gbps;
 use fabricsim::scenario::Scenario;
 use fabricsim_core::units::Time;
-use fabricsim_fabric::rocev2::Simulation;
-use fabricsim_fabric::workload::messages;
-
-fn roce_sim(s: &Scenario) -> Simulation {
-    let msgs = messages(&s.traffic, s.seed);
-    let cfg = fabricsim_fabric::rocev2::RoceConfig {
-        seed: s.seed,
-        ..s.roce.clone()
-    };
-    Simulation::new(cfg, s.build_topology().unwrap(), &msgs, s.stop_at).unwrap()
-}
 
 /// RoCEv2/IPv4 payload efficiency: payload / (payload + 82 B of preamble and IFG,
 /// Ethernet, IPv4, UDP, BTH, ICRC and FCS).
@@ -53,21 +42,6 @@ fn incast16(buffer: &str, extra: &str) -> Scenario {
         "[fabric]\nkind = \"rocev2\"\nlink_rate = \"400Gbps\"\n[fabric.rocev2]\ncongestion_control = \"none\"\nswitch_buffer = \"{buffer}\"\n{extra}\n[topology]\nkind = \"single-switch\"\nhosts = 17\n[[traffic]]\nkind = \"incast\"\nsenders = [{}]\ndst = 0\nsize = \"1MiB\"\n",
         senders.join(", ")
     ))
-}
-
-/// Runs to the end, checking sent = delivered + lost + in flight along the way.
-fn run_conserving(sim: &mut Simulation) {
-    let mut t = Time::from_us(5);
-    while !sim.is_finished() {
-        sim.run_until(t);
-        let a = sim.audit();
-        assert_eq!(
-            a.sent_payload,
-            a.delivered_payload + a.lost_payload + a.in_flight_payload,
-            "conservation at {t}"
-        );
-        t += Time::from_us(5);
-    }
 }
 
 #[test]

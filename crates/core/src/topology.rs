@@ -29,6 +29,15 @@ pub struct Port {
     pub delay: Time,
 }
 
+/// One link of a graph topology (see [`Topology::from_graph`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GraphLink {
+    pub a: u32,
+    pub b: u32,
+    pub rate: BitRate,
+    pub delay: Time,
+}
+
 /// A built topology: nodes, their ports, and which node each host is.
 #[derive(Clone, Debug)]
 pub struct Topology {
@@ -180,6 +189,82 @@ impl Topology {
                     );
                 }
             }
+        }
+        Ok(t)
+    }
+
+    /// A topology given as a graph, as the ns-3 RDMA model's topology files describe it:
+    /// node `i` becomes `NodeId(i)`; the nodes not in `switches` are hosts, numbered in
+    /// node order. A switch next to a host is tier 0, any other tier 1 (for d-mod-k).
+    /// Each host needs exactly one link, to a switch (one NIC port per host).
+    pub fn from_graph(
+        nodes: u32,
+        switches: &[u32],
+        links: &[GraphLink],
+    ) -> Result<Topology, String> {
+        let mut is_switch = vec![false; nodes as usize];
+        for &s in switches {
+            let slot = is_switch.get_mut(s as usize).ok_or_else(|| {
+                format!(
+                    "switch id {s} is not a node (the file has nodes 0 to {})",
+                    nodes.saturating_sub(1)
+                )
+            })?;
+            if *slot {
+                return Err(format!("switch id {s} is listed twice"));
+            }
+            *slot = true;
+        }
+        let mut degree = vec![0u32; nodes as usize];
+        let mut near_host = vec![false; nodes as usize];
+        for (i, l) in links.iter().enumerate() {
+            for end in [l.a, l.b] {
+                if end >= nodes {
+                    return Err(format!(
+                        "link {i} ({} {}): node {end} does not exist (the file has nodes 0 to {})",
+                        l.a,
+                        l.b,
+                        nodes.saturating_sub(1)
+                    ));
+                }
+            }
+            if l.a == l.b {
+                return Err(format!(
+                    "link {i} ({} {}): a link needs two nodes",
+                    l.a, l.b
+                ));
+            }
+            let (sa, sb) = (is_switch[l.a as usize], is_switch[l.b as usize]);
+            if !sa && !sb {
+                return Err(format!(
+                    "link {i} ({} {}): joins two hosts; hosts must hang off switches",
+                    l.a, l.b
+                ));
+            }
+            degree[l.a as usize] += 1;
+            degree[l.b as usize] += 1;
+            near_host[l.a as usize] |= !sb;
+            near_host[l.b as usize] |= !sa;
+        }
+        if let Some(h) = (0..nodes as usize).find(|&n| !is_switch[n] && degree[n] != 1) {
+            return Err(format!(
+                "host node {h} has {} links; a host needs exactly one (one NIC port)",
+                degree[h]
+            ));
+        }
+        if is_switch.iter().filter(|s| !**s).count() < 2 {
+            return Err("the topology needs at least 2 hosts".into());
+        }
+        let mut t = Topology::new();
+        for n in 0..nodes as usize {
+            if is_switch[n] {
+                t.add_switch(u8::from(!near_host[n]));
+            } else {
+                t.add_host();
+            }
+        }
+        for l in links {
+            t.connect(NodeId(l.a), NodeId(l.b), l.rate, l.delay);
         }
         Ok(t)
     }
@@ -349,6 +434,32 @@ mod tests {
             r.candidates(edge, HostId(1)),
             &[t.port(t.host_port(HostId(1))).peer]
         );
+    }
+
+    #[test]
+    fn graph_topology_keeps_node_ids_and_numbers_hosts_in_order() {
+        let link = |a, b| GraphLink {
+            a,
+            b,
+            rate: BitRate::gbps(100),
+            delay: Time::from_ns(1),
+        };
+        // Switches 1 and 3 in a line; hosts 0, 2, 4.
+        let links = [link(0, 1), link(1, 3), link(2, 1), link(3, 4)];
+        let t = Topology::from_graph(5, &[1, 3], &links).unwrap();
+        assert_eq!(t.host_count(), 3);
+        assert_eq!(t.host_node(HostId(1)), NodeId(2));
+        assert_eq!(t.nodes()[1], NodeKind::Switch { tier: 0 });
+        assert!(Routes::minimal(&t).is_ok());
+        assert!(Topology::from_graph(5, &[1, 3], &[link(0, 2)])
+            .unwrap_err()
+            .contains("two hosts"));
+        assert!(Topology::from_graph(5, &[1, 3], &links[..3])
+            .unwrap_err()
+            .contains("host node 4 has 0 links"));
+        assert!(Topology::from_graph(5, &[7], &links)
+            .unwrap_err()
+            .contains("switch id 7"));
     }
 
     #[test]

@@ -54,7 +54,8 @@ pub struct PortResult {
     pub pause_frames: u64,
     /// Time this port's data was paused by its peer.
     pub paused: Time,
-    /// Packets dropped on entry through this port.
+    /// Packets dropped here: on entry through this port (buffer full, or a stalled NIC's
+    /// receiver), or at this egress by the PFC watchdog.
     pub drops: u64,
     /// Packets this egress marked (ECN CE on RoCEv2, FECN on InfiniBand).
     pub ecn_marks: u64,
@@ -79,4 +80,25 @@ pub struct RunReport {
     pub naks: u64,
     /// Retransmission timeouts that fired.
     pub timeouts: u64,
+    /// PFC watchdog trips (RoCEv2).
+    pub watchdog_trips: u64,
+    /// A deadlock that stopped the run.
+    pub deadlock: Option<Deadlock>,
+}
+
+/// A set of queues that can never drain again: each waits on the next one's buffer, which
+/// holds only packets queued in the set. The run stops when one is found.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Deadlock {
+    pub at: Time,
+    /// One cycle of the wait-for graph: each egress waits on the next one's switch.
+    pub cycle: Vec<DeadlockHop>,
+}
+
+/// An egress port in a deadlock cycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeadlockHop {
+    pub node: u32,
+    pub port: u16,
+    pub peer_node: u32,
 }

@@ -43,6 +43,11 @@ pub enum Traffic {
         start: Time,
         sl: u8,
     },
+    /// Messages read from a file (an ns-3 flow file); `source` names it for reports.
+    Listed {
+        source: String,
+        messages: Vec<Message>,
+    },
 }
 
 /// Expands traffic entries into messages, in entry order.
@@ -94,6 +99,7 @@ pub fn messages(traffic: &[Traffic], seed: u64) -> Vec<Message> {
                     sl: *sl,
                 }));
             }
+            Traffic::Listed { messages, .. } => out.extend_from_slice(messages),
         }
     }
     out

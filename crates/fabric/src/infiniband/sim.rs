@@ -936,6 +936,8 @@ impl Simulation {
             pfc_pause_frames: 0,
             naks: 0,
             timeouts: 0,
+            watchdog_trips: 0,
+            deadlock: None,
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use fabricsim_core::proto::dcqcn::{DcqcnParams, DcqcnPreset};
 use fabricsim_core::proto::ecn::RedParams;
-use fabricsim_core::units::{BitRate, Time};
+use fabricsim_core::units::{BitRate, HostId, Time};
 use fabricsim_core::wire::roce::IpVersion;
 use serde::Serialize;
 
@@ -33,6 +33,26 @@ pub struct DcqcnConfig {
     /// NP: at most one CNP per flow per this interval (REFERENCE.md section 4: 50 us in the
     /// paper, ConnectX min_time_between_cnps 4 us).
     pub cnp_interval: Time,
+}
+
+/// A NIC whose receive pipeline stalls: from `start` it drops what arrives and pauses its
+/// switch port without end (the pause storm of Guo et al., SIGCOMM 2016), until `end`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct PauseStorm {
+    pub host: HostId,
+    pub start: Time,
+    pub end: Option<Time>,
+}
+
+/// The PFC watchdog of switch egresses (Guo et al. 2016; as in switch vendors' "PFC
+/// watchdog" features): an egress paused without a break for `timeout` while holding
+/// data stops honouring PAUSE for `restore`, dropping its queued and arriving data.
+/// Vendors' defaults are 100-200 ms detection; these are scenario parameters with no
+/// default (unverified for any product).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct PfcWatchdog {
+    pub timeout: Time,
+    pub restore: Time,
 }
 
 /// Everything the RoCEv2 model needs besides topology and traffic.
@@ -77,6 +97,12 @@ pub struct RoceConfig {
     pub rto_exponent: u32,
     /// Seed for ECN marking draws and the ECMP hash.
     pub seed: u64,
+    /// NICs that stall and pause their switch port.
+    pub pause_storms: Vec<PauseStorm>,
+    pub watchdog: Option<PfcWatchdog>,
+    /// While any switch egress is paused, the wait-for graph of paused queues is checked
+    /// for a deadlock this often (the check is exact; this only bounds detection delay).
+    pub deadlock_check: Time,
 }
 
 impl RoceConfig {
@@ -126,6 +152,9 @@ impl Default for RoceConfig {
             ack_every: 4,
             rto_exponent: 20,
             seed: 1,
+            pause_storms: Vec::new(),
+            watchdog: None,
+            deadlock_check: Time::from_us(10),
         }
     }
 }

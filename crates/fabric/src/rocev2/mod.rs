@@ -12,9 +12,12 @@
 //!   (never pre-empting one on the wire).
 //! - NICs run go-back-N RC: receivers accept only the expected packet and NAK a gap once;
 //!   senders rewind on NAK or after a timeout without progress.
+//! - Pathologies are modelled, not assumed away: a stalled NIC pauses its port without end
+//!   (pause storm) and an optional watchdog breaks it; while anything is paused, the
+//!   wait-for graph of paused queues is checked and a deadlock stops the run.
 
 mod config;
 mod sim;
 
-pub use config::{hpcc_ecn, DcqcnConfig, EcnConfig, RoceConfig};
+pub use config::{hpcc_ecn, DcqcnConfig, EcnConfig, PauseStorm, PfcWatchdog, RoceConfig};
 pub use sim::{Audit, RateSample, Simulation};

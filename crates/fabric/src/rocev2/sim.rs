@@ -2,7 +2,7 @@
 
 use super::config::RoceConfig;
 use crate::driver::{self, EventDriven, Wire};
-use crate::report::{FlowResult, PortResult, RunReport};
+use crate::report::{Deadlock, DeadlockHop, FlowResult, PortResult, RunReport};
 use crate::workload::Message;
 use fabricsim_core::engine::EventQueue;
 use fabricsim_core::proto::dcqcn::Dcqcn;
@@ -76,8 +76,14 @@ enum Event {
     Post { flow: u32 },
     /// A flow's retransmission timer.
     Timeout { flow: u32 },
-    /// Re-send PAUSE on an ingress that is still congested.
+    /// Re-send PAUSE on an ingress that is still congested (or a stalled NIC).
     PauseRefresh { port: u32 },
+    /// Look for a deadlock in the wait-for graph of paused queues.
+    DeadlockCheck,
+    /// A NIC's receive pipeline stalls (pause storm) or recovers.
+    Stall { host: u32, stalled: bool },
+    /// The PFC watchdog looks at a paused switch egress.
+    Watchdog { port: u32 },
 }
 
 #[derive(Clone, Debug, Default)]
@@ -101,6 +107,9 @@ struct PortState {
     pause_refresh_at: Option<Time>,
     /// A PAUSE (Some(quanta)) or RESUME (Some(0)) waiting to go out on this port.
     pfc_pending: Option<u16>,
+    /// The watchdog tripped: PAUSE is ignored and data dropped here until this time.
+    pfc_ignored_until: Time,
+    watchdog_pending: bool,
     red: Option<RedParams>,
     tx_bytes: u64,
     tx_packets: u64,
@@ -126,6 +135,8 @@ struct Nic {
     control: VecDeque<Packet>,
     /// QPs with data to send, served round-robin.
     qps: VecDeque<u32>,
+    /// The receive pipeline is stalled (pause storm): arrivals are dropped.
+    stalled: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -192,6 +203,9 @@ pub struct Simulation {
     packets_in_flight: u64,
     peak_packets_in_flight: u64,
     rates: Vec<RateSample>,
+    deadlock_check_pending: bool,
+    deadlock: Option<Deadlock>,
+    watchdog_trips: u64,
 }
 
 impl Simulation {
@@ -242,6 +256,25 @@ impl Simulation {
             }
         }
         let mut queue = EventQueue::new();
+        for storm in &cfg.pause_storms {
+            let host = storm.host.0;
+            queue.schedule(
+                storm.start,
+                Event::Stall {
+                    host,
+                    stalled: true,
+                },
+            );
+            if let Some(end) = storm.end {
+                queue.schedule(
+                    end,
+                    Event::Stall {
+                        host,
+                        stalled: false,
+                    },
+                );
+            }
+        }
         let flows = messages
             .iter()
             .enumerate()
@@ -290,6 +323,9 @@ impl Simulation {
             packets_in_flight: 0,
             peak_packets_in_flight: 0,
             rates: Vec::new(),
+            deadlock_check_pending: false,
+            deadlock: None,
+            watchdog_trips: 0,
         })
     }
 
@@ -349,7 +385,62 @@ impl Simulation {
                     self.try_transmit(PortId(port));
                 }
             }
+            Event::DeadlockCheck => self.check_deadlock(now),
+            Event::Stall { host, stalled } => self.set_stalled(HostId(host), stalled),
+            Event::Watchdog { port } => self.watchdog(PortId(port), now),
         }
+    }
+
+    /// A NIC's receiver stalls (it pauses its switch port, refreshing without end, and
+    /// drops what still arrives) or recovers (it sends RESUME).
+    fn set_stalled(&mut self, host: HostId, stalled: bool) {
+        self.nics[host.index()].stalled = stalled;
+        let port = self.topo.host_port(host);
+        let p = &mut self.ports[port.index()];
+        p.xoff = stalled;
+        p.pause_refresh_at = None;
+        p.pfc_pending = Some(if stalled { self.cfg.pause_quanta } else { 0 });
+        self.try_transmit(port);
+    }
+
+    /// The watchdog's look at a switch egress: trips if the egress has been paused without
+    /// a break for the whole timeout while holding data.
+    fn watchdog(&mut self, port: PortId, now: Time) {
+        let Some(wd) = self.cfg.watchdog else { return };
+        let p = &mut self.ports[port.index()];
+        p.watchdog_pending = false;
+        let Some(since) = p.paused_since.filter(|_| p.paused_until > now) else {
+            return;
+        };
+        if now < since + wd.timeout {
+            p.watchdog_pending = true;
+            self.queue
+                .schedule(since + wd.timeout, Event::Watchdog { port: port.0 });
+            return;
+        }
+        if p.queues[DATA].is_empty() {
+            return;
+        }
+        self.watchdog_trips += 1;
+        p.paused_total += now - since;
+        p.paused_since = None;
+        p.paused_until = now;
+        p.pfc_ignored_until = now + wd.restore;
+        p.queued[DATA] = 0;
+        let flushed: Vec<Packet> = p.queues[DATA].drain(..).map(|(_, pkt)| pkt).collect();
+        for pkt in flushed {
+            self.drop_data(port, pkt);
+            self.leave_ingress(pkt);
+        }
+        self.try_transmit(port);
+    }
+
+    /// Counts a data packet lost at `port`.
+    fn drop_data(&mut self, port: PortId, pkt: Packet) {
+        self.drops += 1;
+        self.lost_payload += pkt.payload as u64;
+        self.packets_in_flight -= 1;
+        self.ports[port.index()].drops += 1;
     }
 
     fn on_timeout(&mut self, flow: u32, now: Time) {
@@ -635,6 +726,31 @@ impl Simulation {
         match frame {
             Frame::Pause { quanta } => {
                 let rate = self.topo.port(to).rate;
+                let at_switch = matches!(
+                    self.topo.nodes()[self.topo.port(to).node.index()],
+                    NodeKind::Switch { .. }
+                );
+                let q = &mut self.ports[to.index()];
+                if q.pfc_ignored_until > now {
+                    return;
+                }
+                if at_switch && quanta > 0 {
+                    if let (Some(wd), false) = (self.cfg.watchdog, q.watchdog_pending) {
+                        q.watchdog_pending = true;
+                        let since = if q.paused_until > now {
+                            q.paused_since.unwrap_or(now)
+                        } else {
+                            now
+                        };
+                        let at = (since + wd.timeout).max(now);
+                        self.queue.schedule(at, Event::Watchdog { port: to.0 });
+                    }
+                    if !self.deadlock_check_pending {
+                        self.deadlock_check_pending = true;
+                        self.queue
+                            .schedule(now + self.cfg.deadlock_check, Event::DeadlockCheck);
+                    }
+                }
                 let q = &mut self.ports[to.index()];
                 if q.paused_until <= now {
                     if let Some(s) = q.paused_since.take() {
@@ -664,17 +780,33 @@ impl Simulation {
     /// A packet entered switch `node` by `input`: admit it to the buffer (or drop it),
     /// route it by ECMP and queue it at the egress.
     fn forward(&mut self, node: NodeId, input: PortId, mut pkt: Packet, now: Time) {
-        if pkt.kind == Kind::Data && !self.admit(node, input, pkt.wire as u64) {
-            self.drops += 1;
-            self.lost_payload += pkt.payload as u64;
-            self.packets_in_flight -= 1;
-            self.ports[input.index()].drops += 1;
-            return;
+        let out = self.route(node, &pkt);
+        if pkt.kind == Kind::Data {
+            if self.ports[out.index()].pfc_ignored_until > now {
+                // The watchdog discards data for an egress it has taken out of PFC.
+                self.drop_data(out, pkt);
+                return;
+            }
+            if !self.admit(node, input, pkt.wire as u64) {
+                self.drop_data(input, pkt);
+                return;
+            }
         }
         pkt.in_port = input.0;
+        let ready = now + self.cfg.switch_latency;
+        let o = &mut self.ports[out.index()];
+        let class = pkt.class();
+        o.queues[class].push_back((ready, pkt));
+        o.queued[class] += pkt.wire as u64;
+        o.peak_queue = o.peak_queue.max(o.queued[DATA] + o.queued[CONTROL]);
+        self.try_transmit(out);
+    }
+
+    /// The egress of switch `node` for `pkt`: the one shortest-path port, or ECMP's choice.
+    fn route(&self, node: NodeId, pkt: &Packet) -> PortId {
         let dst = HostId(pkt.dst);
         let cands = self.routes.candidates(node, dst);
-        let out = if cands.len() == 1 {
+        if cands.len() == 1 {
             cands[0]
         } else {
             let f = &self.flows[pkt.flow as usize];
@@ -689,14 +821,7 @@ impl Simulation {
             );
             let h = ecmp_hash(self.cfg.seed, node.0, b, a, f.udp_sport);
             cands[(h % cands.len() as u64) as usize]
-        };
-        let ready = now + self.cfg.switch_latency;
-        let o = &mut self.ports[out.index()];
-        let class = pkt.class();
-        o.queues[class].push_back((ready, pkt));
-        o.queued[class] += pkt.wire as u64;
-        o.peak_queue = o.peak_queue.max(o.queued[DATA] + o.queued[CONTROL]);
-        self.try_transmit(out);
+        }
     }
 
     /// Ingress admission of a data packet of `bytes` on `input` of switch `node`: reserve
@@ -736,6 +861,16 @@ impl Simulation {
 
     /// A packet reached host `h`'s NIC.
     fn deliver(&mut self, h: HostId, pkt: Packet, now: Time) {
+        if self.nics[h.index()].stalled {
+            let port = self.topo.host_port(h);
+            if pkt.kind == Kind::Data {
+                self.drop_data(port, pkt);
+            } else {
+                self.drops += 1;
+                self.ports[port.index()].drops += 1;
+            }
+            return;
+        }
         let fid = pkt.flow;
         match pkt.kind {
             Kind::Data => {
@@ -820,6 +955,112 @@ impl Simulation {
                     });
                 }
             }
+        }
+    }
+
+    /// The periodic deadlock check, while any switch egress is paused.
+    fn check_deadlock(&mut self, now: Time) {
+        self.deadlock_check_pending = false;
+        if let Some(cycle) = self.find_deadlock(now) {
+            self.deadlock = Some(Deadlock { at: now, cycle });
+            return;
+        }
+        let any_paused = self.topo.ports().iter().zip(&self.ports).any(|(spec, p)| {
+            p.paused_until > now
+                && matches!(
+                    self.topo.nodes()[spec.node.index()],
+                    NodeKind::Switch { .. }
+                )
+        });
+        if any_paused {
+            self.deadlock_check_pending = true;
+            self.queue
+                .schedule(now + self.cfg.deadlock_check, Event::DeadlockCheck);
+        }
+    }
+
+    /// A deadlock, exactly: the largest set of paused switch-to-switch egresses holding
+    /// data in which each egress is paused by an ingress (XOFF) whose every byte is queued
+    /// at egresses of the set. Nothing in such a set can move again: each ingress drains
+    /// only through paused egresses, and keeps its PAUSE while it cannot drain. Returns one
+    /// cycle of the set's wait-for graph (egress -> an egress holding its peer ingress's
+    /// packets), or None.
+    fn find_deadlock(&self, now: Time) -> Option<Vec<DeadlockHop>> {
+        let is_switch = |port: PortId| {
+            matches!(
+                self.topo.nodes()[self.topo.port(port).node.index()],
+                NodeKind::Switch { .. }
+            )
+        };
+        let mut set: Vec<bool> = (0..self.ports.len())
+            .map(|i| {
+                let (p, port) = (&self.ports[i], PortId(i as u32));
+                p.paused_until > now
+                    && !p.queues[DATA].is_empty()
+                    && is_switch(port)
+                    && is_switch(self.topo.port(port).peer)
+            })
+            .collect();
+        let mut held = vec![0u64; self.ports.len()];
+        loop {
+            held.iter_mut().for_each(|h| *h = 0);
+            for (i, _) in set.iter().enumerate().filter(|(_, &inside)| inside) {
+                for (_, pkt) in &self.ports[i].queues[DATA] {
+                    held[pkt.in_port as usize] += pkt.wire as u64;
+                }
+            }
+            let mut changed = false;
+            for i in 0..set.len() {
+                if !set[i] {
+                    continue;
+                }
+                let ingress = self.topo.port(PortId(i as u32)).peer.index();
+                let q = &self.ports[ingress];
+                let total = q.ingress + q.headroom_used;
+                if !(q.xoff && total > 0 && held[ingress] == total) {
+                    set[i] = false;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        // Walk the wait-for graph from the lowest egress until a port repeats.
+        let start = set.iter().position(|&inside| inside)?;
+        let mut path: Vec<usize> = vec![start];
+        loop {
+            let here = *path.last().expect("non-empty");
+            let ingress = self.topo.port(PortId(here as u32)).peer.0;
+            let node = self.topo.port(PortId(ingress)).node;
+            let next = self
+                .topo
+                .node_ports(node)
+                .iter()
+                .map(|p| p.index())
+                .find(|&e| {
+                    set[e]
+                        && self.ports[e].queues[DATA]
+                            .iter()
+                            .any(|(_, k)| k.in_port == ingress)
+                })
+                .expect("a stuck ingress holds packets at egresses of the set");
+            if let Some(pos) = path.iter().position(|&e| e == next) {
+                return Some(
+                    path[pos..]
+                        .iter()
+                        .map(|&e| {
+                            let spec = self.topo.port(PortId(e as u32));
+                            DeadlockHop {
+                                node: spec.node.0,
+                                port: spec.local,
+                                peer_node: self.topo.port(spec.peer).node.0,
+                            }
+                        })
+                        .collect(),
+                );
+            }
+            path.push(next);
         }
     }
 
@@ -917,6 +1158,8 @@ impl Simulation {
             pfc_pause_frames: self.ports.iter().map(|p| p.pause_frames).sum(),
             naks: self.naks,
             timeouts: self.timeouts,
+            watchdog_trips: self.watchdog_trips,
+            deadlock: self.deadlock.clone(),
         }
     }
 }
@@ -938,7 +1181,10 @@ fn ecmp_hash(seed: u64, switch: u32, src: u32, dst: u32, sport: u16) -> u64 {
 
 impl EventDriven for Simulation {
     fn is_finished(&self) -> bool {
-        self.flows_acked == self.flows.len() || self.stopped_by_time || self.queue.is_empty()
+        self.flows_acked == self.flows.len()
+            || self.stopped_by_time
+            || self.queue.is_empty()
+            || self.deadlock.is_some()
     }
 
     fn next_event_time(&mut self) -> Option<Time> {
