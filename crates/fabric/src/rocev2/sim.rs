@@ -1010,15 +1010,12 @@ impl Simulation {
                 }
             }
             let mut changed = false;
-            for i in 0..set.len() {
-                if !set[i] {
-                    continue;
-                }
+            for (i, inside) in set.iter_mut().enumerate().filter(|(_, inside)| **inside) {
                 let ingress = self.topo.port(PortId(i as u32)).peer.index();
                 let q = &self.ports[ingress];
                 let total = q.ingress + q.headroom_used;
                 if !(q.xoff && total > 0 && held[ingress] == total) {
-                    set[i] = false;
+                    *inside = false;
                     changed = true;
                 }
             }
