@@ -27,6 +27,9 @@ const KEYS: &[&str] = &[
     "topology.spines",
     "topology.k",
     "topology.uplink_rate",
+    "topology.path",
+    "fabric.rocev2.pfc_watchdog",
+    "fabric.rocev2.deadlock_check",
     "bogus",
 ];
 const VALUES: &[&str] = &[
