@@ -2,10 +2,10 @@
 //! errors go to standard error. Bad input exits with status 2.
 
 use clap::{Parser, Subcommand, ValueEnum};
-use fabricsim::experiment;
 use fabricsim::pcap::{self, LinkType};
 use fabricsim::results::{self, write_atomic};
 use fabricsim::scenario::Scenario;
+use fabricsim::{compare, experiment};
 use fabricsim_fabric::infiniband::{CaptureFilter, Simulation};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,7 +19,7 @@ const BENCH_SCENARIO: &str = include_str!("../../../examples/bench-fat-tree-k8.t
 #[command(
     name = "fabricsim",
     version,
-    about = "Packet-level InfiniBand fabric simulator for AI clusters"
+    about = "Packet-level InfiniBand and RoCEv2 fabric simulator for AI clusters"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -57,6 +57,17 @@ enum Command {
         /// Capture link type.
         #[arg(long, value_enum, default_value = "erf")]
         pcap_link: PcapLink,
+        /// Override the scenario's seed.
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+    /// Run the scenario's topology and traffic on InfiniBand and on RoCEv2 (each with the
+    /// file's settings for it, defaults elsewhere) and print the figures side by side.
+    Compare {
+        file: PathBuf,
+        /// Print both JSON summaries as {"infiniband": ..., "rocev2": ...}.
+        #[arg(long)]
+        json: bool,
         /// Override the scenario's seed.
         #[arg(long)]
         seed: Option<u64>,
@@ -172,6 +183,23 @@ fn dispatch(cmd: Command) -> Result<(), String> {
             Ok(())
         }
         Command::Bench { size } => bench(size),
+        Command::Compare { file, json, seed } => {
+            let mut scenario = load(&Some(file))?;
+            if let Some(s) = seed {
+                scenario.seed = s;
+            }
+            let [ib, roce] = compare::run_both(&scenario)?;
+            if json {
+                let both = serde_json::json!({ "infiniband": ib, "rocev2": roce });
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&both).expect("summaries serialise")
+                );
+            } else {
+                print!("{}", compare::table(&ib, &roce));
+            }
+            Ok(())
+        }
     }
 }
 
