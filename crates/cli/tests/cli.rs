@@ -279,3 +279,40 @@ fn stop_at_bounds_simulated_time_and_reports_unfinished_flows() {
         "unfinished flows have empty finish fields:\n{flows}"
     );
 }
+
+#[test]
+fn compare_runs_both_fabrics_as_run_would() {
+    let d = tmpdir("compare");
+    let f = write(&d, "s.toml", SMALL);
+    let both = run(&["compare", f.to_str().unwrap(), "--json"]);
+    assert!(
+        both.status.success(),
+        "{}",
+        String::from_utf8_lossy(&both.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&both.stdout).unwrap();
+    // Each side equals `run` of the same file on that fabric.
+    let roce_file = write(
+        &d,
+        "roce.toml",
+        &SMALL.replace(
+            "[fabric.infiniband]",
+            "[fabric]\nkind = \"rocev2\"\n[fabric.infiniband]",
+        ),
+    );
+    for (fabric, file) in [("infiniband", &f), ("rocev2", &roce_file)] {
+        let mut side = v[fabric].clone();
+        let o = side.as_object_mut().unwrap();
+        o.remove("wall_seconds");
+        o.remove("events_per_second");
+        assert_eq!(side["fabric"], fabric);
+        let alone = stable_json(&run(&["run", file.to_str().unwrap(), "--json"]));
+        assert_eq!(side, alone, "{fabric}");
+    }
+    let table = run(&["compare", f.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.contains("infiniband") && text.contains("rocev2") && text.contains("FCT p99"),
+        "{text}"
+    );
+}
