@@ -5,7 +5,7 @@ use crate::scenario::{FabricKind, Scenario};
 use fabricsim_core::units::Time;
 use fabricsim_fabric::infiniband::{self, CaptureFilter, Captured};
 use fabricsim_fabric::report::RunReport;
-use fabricsim_fabric::rocev2::{self, RateSample};
+use fabricsim_fabric::rocev2::{self, CapturedFrame, RateSample};
 use fabricsim_fabric::workload::messages;
 use fabricsim_fabric::EventDriven;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -15,9 +15,31 @@ use std::time::{Duration, Instant};
 pub struct Outcome {
     pub report: RunReport,
     pub wall_seconds: f64,
-    pub captured: Vec<Captured>,
+    pub captured: Capture,
     /// RoCEv2: every flow's DCQCN rate each time it was cut.
     pub rates: Vec<RateSample>,
+}
+
+/// Captured packets, as each fabric records them.
+#[derive(Clone, Debug)]
+pub enum Capture {
+    /// Native IB packets leaving their source HCA.
+    Infiniband(Vec<Captured>),
+    /// Ethernet frames: RoCEv2 packets leaving their source NIC, PFC frames from any port.
+    Ethernet(Vec<CapturedFrame>),
+}
+
+impl Capture {
+    pub fn len(&self) -> usize {
+        match self {
+            Capture::Infiniband(c) => c.len(),
+            Capture::Ethernet(c) => c.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// The model a scenario runs on.
@@ -69,23 +91,16 @@ pub fn run(
             Model::Ib(Box::new(ib))
         }
         FabricKind::Rocev2 => {
-            if capture.is_some() {
-                return Err(
-                    "--pcap: captures of the RoCEv2 fabric are not built yet; run without --pcap"
-                        .into(),
-                );
-            }
             // The ECN draws and ECMP hash follow the scenario seed (and --seed).
             let cfg = rocev2::RoceConfig {
                 seed: scenario.seed,
                 ..scenario.roce.clone()
             };
-            Model::Roce(Box::new(rocev2::Simulation::new(
-                cfg,
-                topo,
-                &msgs,
-                scenario.stop_at,
-            )?))
+            let mut roce = rocev2::Simulation::new(cfg, topo, &msgs, scenario.stop_at)?;
+            if let Some(f) = capture {
+                roce.capture(f);
+            }
+            Model::Roce(Box::new(roce))
         }
     };
     let started = Instant::now();
@@ -123,13 +138,13 @@ pub fn run(
         Model::Ib(s) => Outcome {
             report: s.report(),
             wall_seconds,
-            captured: s.captured().to_vec(),
+            captured: Capture::Infiniband(s.captured().to_vec()),
             rates: Vec::new(),
         },
         Model::Roce(s) => Outcome {
             report: s.report(),
             wall_seconds,
-            captured: Vec::new(),
+            captured: Capture::Ethernet(s.captured().to_vec()),
             rates: s.rate_samples().to_vec(),
         },
     })

@@ -28,10 +28,12 @@ struct Cli {
 
 #[derive(Clone, Copy, ValueEnum)]
 enum PcapLink {
-    /// ERF records (link type 197): tshark 4.0 decodes them.
+    /// InfiniBand: ERF records (link type 197), which tshark 4.0 decodes (the default).
     Erf,
-    /// LINKTYPE_INFINIBAND (247): raw packets, for newer readers.
+    /// InfiniBand: LINKTYPE_INFINIBAND (247), raw packets, for newer readers.
     Infiniband,
+    /// RoCEv2: Ethernet frames (link type 1), the only choice and the default.
+    Ethernet,
 }
 
 #[derive(Subcommand)]
@@ -54,9 +56,9 @@ enum Command {
         /// Capture only these flows (comma-separated flow ids as in flows.csv).
         #[arg(long, value_delimiter = ',')]
         pcap_flows: Option<Vec<u32>>,
-        /// Capture link type.
-        #[arg(long, value_enum, default_value = "erf")]
-        pcap_link: PcapLink,
+        /// Capture link type (default: erf for InfiniBand, ethernet for RoCEv2).
+        #[arg(long, value_enum)]
+        pcap_link: Option<PcapLink>,
         /// Override the scenario's seed.
         #[arg(long)]
         seed: Option<u64>,
@@ -124,6 +126,25 @@ fn dispatch(cmd: Command) -> Result<(), String> {
                     flow_count.saturating_sub(1)
                 ));
             }
+            let allowed = LinkType::allowed(scenario.fabric);
+            let link = match pcap_link {
+                None => allowed[0],
+                Some(PcapLink::Erf) => LinkType::Erf,
+                Some(PcapLink::Infiniband) => LinkType::Infiniband,
+                Some(PcapLink::Ethernet) => LinkType::Ethernet,
+            };
+            if !allowed.contains(&link) {
+                return Err(format!(
+                    "--pcap-link {}: a {} capture can be written as {}",
+                    format!("{link:?}").to_lowercase(),
+                    scenario.fabric.name(),
+                    allowed
+                        .iter()
+                        .map(|l| format!("{l:?}").to_lowercase())
+                        .collect::<Vec<_>>()
+                        .join(" or ")
+                ));
+            }
             let capture = pcap.as_ref().map(|_| CaptureFilter {
                 limit: pcap_count,
                 flows: pcap_flows,
@@ -135,10 +156,6 @@ fn dispatch(cmd: Command) -> Result<(), String> {
                     .map_err(|e| format!("--out {}: {e}", dir.display()))?;
             }
             if let Some(path) = &pcap {
-                let link = match pcap_link {
-                    PcapLink::Erf => LinkType::Erf,
-                    PcapLink::Infiniband => LinkType::Infiniband,
-                };
                 write_atomic(path, &pcap::encode(&outcome.captured, link))
                     .map_err(|e| format!("--pcap {}: {e}", path.display()))?;
             }

@@ -316,3 +316,88 @@ fn compare_runs_both_fabrics_as_run_would() {
         "{text}"
     );
 }
+
+#[test]
+fn roce_pcap_decodes_in_tshark_as_rroce_and_pfc() {
+    let d = tmpdir("rocepcap");
+    let f = write(
+        &d,
+        "p.toml",
+        "[fabric]\nkind = \"rocev2\"\n[fabric.rocev2]\nswitch_buffer = \"2MiB\"\ndcqcn_preset = \"paper\"\necn = { kmin = \"5KB\", kmax = \"20KB\", pmax = 1.0 }\n[topology]\nkind = \"single-switch\"\nhosts = 9\n[[traffic]]\nkind = \"incast\"\nsenders = [1, 2, 3, 4, 5, 6, 7, 8]\ndst = 0\nsize = 1000001\n",
+    );
+    let pcap = d.join("run.pcap");
+    let out = run(&["run", f.to_str().unwrap(), "--pcap", pcap.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bytes = std::fs::read(&pcap).unwrap();
+    assert_eq!(
+        u32::from_le_bytes(bytes[20..24].try_into().unwrap()),
+        1,
+        "LINKTYPE_ETHERNET"
+    );
+    let bad = run(&[
+        "run",
+        f.to_str().unwrap(),
+        "--pcap",
+        pcap.to_str().unwrap(),
+        "--pcap-link",
+        "erf",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    let Some(tshark) = tshark() else { return };
+    let out = Command::new(tshark)
+        .args(["-r", pcap.to_str().unwrap(), "-T", "fields"])
+        .args([
+            "-e",
+            "udp.dstport",
+            "-e",
+            "infiniband.bth.opcode",
+            "-e",
+            "infiniband.bth.psn",
+        ])
+        .args([
+            "-e",
+            "infiniband.bth.destqp",
+            "-e",
+            "macc.opcode",
+            "-e",
+            "macc.cbfc.pause_time.c3",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split('\t').collect()).collect();
+    let count = |pred: &dyn Fn(&Vec<&str>) -> bool| rows.iter().filter(|r| pred(r)).count();
+    // Flow 0 (QP 0x100): WRITE_FIRST with PSN 0, 243 MIDDLEs, WRITE_LAST with PSN 244.
+    let flow0: Vec<(&str, &str)> = rows
+        .iter()
+        .filter(|r| {
+            r[0] == "4791" && (r[3] == "256" || r[3] == "0x000100") && r[1] != "17" && r[1] != "129"
+        })
+        .map(|r| (r[1], r[2]))
+        .collect();
+    assert_eq!(flow0.len(), 245, "{text}");
+    assert_eq!((flow0[0], flow0[244]), (("6", "0"), ("8", "244")));
+    assert!(flow0[1..244]
+        .iter()
+        .enumerate()
+        .all(|(i, &(op, psn))| op == "7" && psn == (i + 1).to_string()));
+    assert!(count(&|r| r[1] == "17") > 0, "ACKs");
+    assert!(count(&|r| r[1] == "129") > 0, "CNPs (opcode 0x81)");
+    assert!(
+        count(&|r| r[4] == "0x0101" && r[5] == "65535") > 0,
+        "PAUSE frames: {text}"
+    );
+    assert!(
+        count(&|r| r[4] == "0x0101" && r[5] == "0") > 0,
+        "RESUME frames"
+    );
+}

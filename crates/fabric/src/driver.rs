@@ -113,3 +113,28 @@ pub fn ideal_fct(
         + (switch_latency + spec.rate.serialization(last)) * (hops - 1)
         + spec.rate.serialization(total)
 }
+
+/// Which packets to keep for a capture.
+#[derive(Clone, Debug, Default)]
+pub struct CaptureFilter {
+    /// Keep at most this many packets.
+    pub limit: Option<u64>,
+    /// Keep only these flows (indices into the message list); frames of no flow (PFC)
+    /// are then left out.
+    pub flows: Option<Vec<u32>>,
+}
+
+impl CaptureFilter {
+    /// Whether to keep a packet of `flow` (None: a frame of no flow) when `kept` are
+    /// already kept.
+    pub fn wants(&self, flow: Option<u32>, kept: usize) -> bool {
+        if self.limit.is_some_and(|l| kept as u64 >= l) {
+            return false;
+        }
+        match (&self.flows, flow) {
+            (None, _) => true,
+            (Some(fs), Some(f)) => fs.contains(&f),
+            (Some(_), None) => false,
+        }
+    }
+}

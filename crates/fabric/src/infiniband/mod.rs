@@ -15,5 +15,6 @@
 mod config;
 mod sim;
 
+pub use crate::driver::CaptureFilter;
 pub use config::{default_sl_to_vl, IbCc, IbConfig};
-pub use sim::{Audit, CaptureFilter, Captured, Simulation};
+pub use sim::{Audit, Captured, Simulation};

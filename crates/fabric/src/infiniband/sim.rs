@@ -1,7 +1,7 @@
 //! The InfiniBand simulation: state arenas, the event enum and its handlers.
 
 use super::config::IbConfig;
-use crate::driver::{self, EventDriven, Wire};
+use crate::driver::{self, CaptureFilter, EventDriven, Wire};
 use crate::report::{FlowResult, PortResult, RunReport};
 use crate::workload::Message;
 use fabricsim_core::engine::EventQueue;
@@ -165,15 +165,6 @@ struct Flow {
     delivered_bytes: u64,
     finish: Option<Time>,
     acked: Option<Time>,
-}
-
-/// Which packets to keep for a capture.
-#[derive(Clone, Debug, Default)]
-pub struct CaptureFilter {
-    /// Keep at most this many packets.
-    pub limit: Option<u64>,
-    /// Keep only these flows (indices into the message list).
-    pub flows: Option<Vec<u32>>,
 }
 
 /// A packet as it left its source HCA.
@@ -622,14 +613,7 @@ impl Simulation {
         let Some((filter, out)) = &mut self.capture else {
             return;
         };
-        if filter.limit.is_some_and(|l| out.len() as u64 >= l) {
-            return;
-        }
-        if filter
-            .flows
-            .as_ref()
-            .is_some_and(|fs| !fs.contains(&pkt.flow))
-        {
+        if !filter.wants(Some(pkt.flow), out.len()) {
             return;
         }
         let flow = &self.flows[pkt.flow as usize];

@@ -20,4 +20,4 @@ mod config;
 mod sim;
 
 pub use config::{hpcc_ecn, DcqcnConfig, EcnConfig, PauseStorm, PfcWatchdog, RoceConfig};
-pub use sim::{Audit, RateSample, Simulation};
+pub use sim::{Audit, CapturedFrame, RateSample, Simulation};

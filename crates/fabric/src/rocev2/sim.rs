@@ -1,17 +1,19 @@
 //! The RoCEv2 simulation: state arenas, the event enum and its handlers.
 
 use super::config::RoceConfig;
-use crate::driver::{self, EventDriven, Wire};
+use crate::driver::{self, CaptureFilter, EventDriven, Wire};
 use crate::report::{Deadlock, DeadlockHop, FlowResult, PortResult, RunReport};
 use crate::workload::Message;
 use fabricsim_core::engine::EventQueue;
 use fabricsim_core::proto::dcqcn::Dcqcn;
 use fabricsim_core::proto::ecn::RedParams;
 use fabricsim_core::proto::pfc::{pause_duration, RESUME_OFFSET};
+use fabricsim_core::proto::rc::PSN_MASK;
 use fabricsim_core::proto::rc::{InOrderReceipt, InOrderReceiver, RcSender};
 use fabricsim_core::topology::{NodeKind, Routes, Topology};
 use fabricsim_core::units::{BitRate, HostId, NodeId, PortId, Time};
-use fabricsim_core::wire::roce;
+use fabricsim_core::wire::ib::{Aeth, Opcode, Reth};
+use fabricsim_core::wire::roce::{self, RoceRepr};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::VecDeque;
@@ -159,6 +161,14 @@ struct Flow {
     acked: Option<Time>,
 }
 
+/// A frame as it left its port: packets as they leave their source NIC, PFC frames as
+/// any port sends them. `bytes` is the Ethernet frame without FCS.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CapturedFrame {
+    pub time: Time,
+    pub bytes: Vec<u8>,
+}
+
 /// One sample of a flow's DCQCN rate, taken when it changes.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RateSample {
@@ -206,6 +216,7 @@ pub struct Simulation {
     deadlock_check_pending: bool,
     deadlock: Option<Deadlock>,
     watchdog_trips: u64,
+    capture: Option<(CaptureFilter, Vec<CapturedFrame>)>,
 }
 
 impl Simulation {
@@ -326,7 +337,111 @@ impl Simulation {
             deadlock_check_pending: false,
             deadlock: None,
             watchdog_trips: 0,
+            capture: None,
         })
+    }
+
+    /// Keeps the frames `filter` selects (see [`CapturedFrame`]).
+    pub fn capture(&mut self, filter: CaptureFilter) {
+        self.capture = Some((filter, Vec::new()));
+    }
+
+    /// The captured frames, in transmission order.
+    pub fn captured(&self) -> &[CapturedFrame] {
+        self.capture
+            .as_ref()
+            .map(|(_, c)| c.as_slice())
+            .unwrap_or(&[])
+    }
+
+    /// Adds a frame leaving `port` to the capture, if it is selected.
+    fn record(&mut self, port: PortId, frame: &Frame, now: Time) {
+        let Some((filter, out)) = &self.capture else {
+            return;
+        };
+        let spec = self.topo.port(port);
+        let host = match self.topo.nodes()[spec.node.index()] {
+            NodeKind::Host(h) => Some(h.0),
+            NodeKind::Switch { .. } => None,
+        };
+        let bytes = match frame {
+            Frame::Pause { quanta } if filter.wants(None, out.len()) => {
+                roce::pfc_frame(roce::port_mac(host, spec.node.0, spec.local), *quanta)
+            }
+            Frame::Packet(pkt) if host.is_some() && filter.wants(Some(pkt.flow), out.len()) => {
+                let bytes = self.repr(pkt).emit();
+                debug_assert_eq!(
+                    bytes.len() + roce::FCS_LEN + roce::PREAMBLE_IFG_LEN,
+                    pkt.wire as usize
+                );
+                bytes
+            }
+            _ => return,
+        };
+        if let Some((_, out)) = &mut self.capture {
+            out.push(CapturedFrame { time: now, bytes });
+        }
+    }
+
+    /// The headers of a packet as its source NIC sends it.
+    fn repr(&self, pkt: &Packet) -> RoceRepr {
+        let flow = &self.flows[pkt.flow as usize];
+        let (src, dst) = match pkt.kind {
+            Kind::Data => (flow.msg.src.0, flow.msg.dst.0),
+            _ => (flow.msg.dst.0, flow.msg.src.0),
+        };
+        let count = flow.sender.packets();
+        let last = pkt.index + 1 == count;
+        let (opcode, aeth) = match pkt.kind {
+            Kind::Data => (Opcode::rdma_write(pkt.index, count) as u8, None),
+            Kind::Ack => (
+                Opcode::Acknowledge as u8,
+                Some(Aeth {
+                    syndrome: 0,
+                    msn: 0,
+                }),
+            ),
+            Kind::Nak => (
+                Opcode::Acknowledge as u8,
+                Some(Aeth {
+                    syndrome: roce::NAK_PSN_SEQUENCE_ERROR,
+                    msn: 0,
+                }),
+            ),
+            Kind::Cnp => (roce::OPCODE_CNP, None),
+        };
+        RoceRepr {
+            ip: self.cfg.ip,
+            src_host: src,
+            dst_host: dst,
+            udp_sport: flow.udp_sport,
+            dscp: if pkt.kind == Kind::Cnp {
+                roce::CNP_DSCP
+            } else {
+                roce::DATA_DSCP
+            },
+            // Data leaves ECN-capable (ECT(0)); switches may mark it CE later.
+            ecn: if pkt.kind == Kind::Data { 2 } else { 0 },
+            opcode,
+            becn: pkt.kind == Kind::Cnp,
+            // QP numbers: the flow's QP is 0x100 + flow at both ends (QP0/1 are reserved).
+            dest_qp: 0x100 + pkt.flow,
+            ack_req: pkt.kind == Kind::Data
+                && (last || (pkt.index + 1).is_multiple_of(self.cfg.ack_every)),
+            psn: if pkt.kind == Kind::Cnp {
+                0
+            } else {
+                pkt.index & PSN_MASK
+            },
+            reth: (pkt.kind == Kind::Data && pkt.index == 0).then_some(Reth {
+                virtual_address: 0x1_0000_0000,
+                rkey: 0x100 + pkt.flow,
+                dma_length: flow.msg.size.min(u32::MAX as u64) as u32,
+            }),
+            aeth,
+            cnp: pkt.kind == Kind::Cnp,
+            payload_len: pkt.payload,
+        }
     }
 
     pub fn now(&self) -> Time {
@@ -535,6 +650,9 @@ impl Simulation {
     /// Puts a frame on the wire; the transmitter is busy until its last bit leaves.
     fn transmit(&mut self, port: PortId, frame: Frame, bytes: u32) {
         let now = self.queue.now();
+        if self.capture.is_some() {
+            self.record(port, &frame, now);
+        }
         let spec = *self.topo.port(port);
         let p = &mut self.ports[port.index()];
         let end = now + spec.rate.serialization(bytes as u64);
