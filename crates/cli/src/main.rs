@@ -4,7 +4,7 @@
 use clap::{Parser, Subcommand, ValueEnum};
 use fabricsim::pcap::{self, LinkType};
 use fabricsim::results::{self, write_atomic};
-use fabricsim::scenario::Scenario;
+use fabricsim::scenario::{FabricKind, Scenario};
 use fabricsim::{compare, experiment};
 use fabricsim_fabric::infiniband::{CaptureFilter, Simulation};
 use std::path::PathBuf;
@@ -166,8 +166,12 @@ fn dispatch(cmd: Command) -> Result<(), String> {
                     .map(|h| format!("node {} port {} -> node {}", h.node, h.port, h.to_node))
                     .collect();
                 eprintln!(
-                    "fabricsim: PFC deadlock at {} ns; the run stopped. Cycle of paused queues: {}",
+                    "fabricsim: deadlock at {} ns ({}); the run stopped. Cycle of blocked egresses, each waiting on the next switch's buffer: {}",
                     d.detected_at_ns,
+                    match scenario.fabric {
+                        FabricKind::Infiniband => "a credit loop",
+                        FabricKind::Rocev2 => "a cycle of PFC-paused queues",
+                    },
                     hops.join(", ")
                 );
             }

@@ -140,6 +140,7 @@ struct FileIb {
     ccti_limit: Q,
     ccti_timer: Q,
     cct_step: Q,
+    deadlock_check: Q,
 }
 
 #[derive(Deserialize, Default)]
@@ -487,6 +488,9 @@ impl Scenario {
         }
         if let Some(t) = c.positive(&key("credit_refresh"), &f.credit_refresh, Dimension::Time)? {
             ib.credit_refresh = Time(t);
+        }
+        if let Some(t) = c.positive(&key("deadlock_check"), &f.deadlock_check, Dimension::Time)? {
+            ib.deadlock_check = Time(t);
         }
         if let Some(t) = c.quantity(&key("hca_tx_latency"), &f.hca_tx_latency, Dimension::Time)? {
             ib.hca_tx_latency = Time(t);
@@ -902,7 +906,7 @@ impl Scenario {
         let ib = &self.ib;
         let _ = writeln!(
             s,
-            "\n[fabric.infiniband]\nvirtual_lanes = {}\nadaptive_routing = {}\ncongestion_control = {}\nvl_buffer = \"{}\"\nvl_weights = {:?}\nsl_to_vl = {:?}\nack_every = {}\ncredit_refresh = \"{}\"\nhca_tx_latency = \"{}\"\nhca_rx_latency = \"{}\"",
+            "\n[fabric.infiniband]\nvirtual_lanes = {}\nadaptive_routing = {}\ncongestion_control = {}\nvl_buffer = \"{}\"\nvl_weights = {:?}\nsl_to_vl = {:?}\nack_every = {}\ncredit_refresh = \"{}\"\ndeadlock_check = \"{}\"\nhca_tx_latency = \"{}\"\nhca_rx_latency = \"{}\"",
             ib.virtual_lanes,
             ib.adaptive_routing,
             ib.congestion_control.is_some(),
@@ -911,6 +915,7 @@ impl Scenario {
             ib.sl_to_vl,
             ib.ack_every,
             ib.credit_refresh,
+            ib.deadlock_check,
             ib.hca_tx_latency,
             ib.hca_rx_latency
         );

@@ -40,6 +40,11 @@ pub struct IbConfig {
     /// every 65,536 symbol times; at 4x NDR (4 lanes x 53.125 GBd PAM4 symbols) that is
     /// about 0.3 us, at 8b/10b rates longer. Default 1 us (unverified).
     pub credit_refresh: Time,
+    /// While a switch egress waits for credits, the wait-for graph of credit-blocked VLs is
+    /// checked this often; a deadlock is declared when the same closed set is found, with
+    /// nothing sent, at two checks in a row (so credits in flight cannot fool it). Must
+    /// exceed `credit_refresh` plus a link's delay.
+    pub deadlock_check: Time,
 }
 
 /// Congestion-control parameters: the switch's marking threshold and the source's CCT.
@@ -75,6 +80,7 @@ impl Default for IbConfig {
             congestion_control: None,
             ack_every: 4,
             credit_refresh: Time::from_us(1),
+            deadlock_check: Time::from_us(10),
         }
     }
 }

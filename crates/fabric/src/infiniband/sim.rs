@@ -1,8 +1,8 @@
 //! The InfiniBand simulation: state arenas, the event enum and its handlers.
 
 use super::config::IbConfig;
-use crate::driver::{self, CaptureFilter, EventDriven, Wire};
-use crate::report::{FlowResult, PortResult, RunReport};
+use crate::driver::{self, deadlock_hop, CaptureFilter, EventDriven, WaitGraph, Wire};
+use crate::report::{Deadlock, FlowResult, PortResult, RunReport};
 use crate::workload::Message;
 use fabricsim_core::engine::EventQueue;
 use fabricsim_core::proto::credit::{CreditReceiver, CreditSender};
@@ -69,6 +69,8 @@ enum Event {
     CreditRefresh { port: u32 },
     /// A flow's WRITE is posted to its HCA.
     Post { flow: u32 },
+    /// Look for a credit-loop deadlock.
+    DeadlockCheck,
 }
 
 /// One egress VL of a switch port: a FIFO per input port, ready inputs served round-robin.
@@ -204,6 +206,10 @@ pub struct Simulation {
     packets_in_flight: u64,
     peak_packets_in_flight: u64,
     capture: Option<(CaptureFilter, Vec<Captured>)>,
+    deadlock_check_pending: bool,
+    /// A closed set of blocked VLs seen at the last check, with its ports' packet counts.
+    deadlock_suspect: Option<(Vec<usize>, Vec<u64>)>,
+    deadlock: Option<Deadlock>,
 }
 
 impl Simulation {
@@ -313,6 +319,9 @@ impl Simulation {
             packets_in_flight: 0,
             peak_packets_in_flight: 0,
             capture: None,
+            deadlock_check_pending: false,
+            deadlock_suspect: None,
+            deadlock: None,
         })
     }
 
@@ -369,6 +378,7 @@ impl Simulation {
                 self.queue.schedule(next, Event::CreditRefresh { port });
                 self.try_transmit(PortId(port));
             }
+            Event::DeadlockCheck => self.check_deadlock(),
             Event::Post { flow } => {
                 let f = &self.flows[flow as usize];
                 let (src, vl) = (f.msg.src, f.vl as usize);
@@ -376,6 +386,92 @@ impl Simulation {
                 self.try_transmit(self.topo.host_port(src));
             }
         }
+    }
+
+    /// The periodic deadlock check, while any port waits for credits.
+    fn check_deadlock(&mut self) {
+        self.deadlock_check_pending = false;
+        let now = self.queue.now();
+        match self.find_deadlock() {
+            Some(cycle) => {
+                let sent: Vec<u64> = cycle
+                    .iter()
+                    .map(|&q| self.ports[q / self.vls()].tx_packets)
+                    .collect();
+                if self
+                    .deadlock_suspect
+                    .as_ref()
+                    .is_some_and(|(c, s)| *c == cycle && *s == sent)
+                {
+                    let hops = cycle
+                        .iter()
+                        .map(|&q| deadlock_hop(&self.topo, PortId((q / self.vls()) as u32)))
+                        .collect();
+                    self.deadlock = Some(Deadlock {
+                        at: now,
+                        cycle: hops,
+                    });
+                    return;
+                }
+                self.deadlock_suspect = Some((cycle, sent));
+            }
+            None => self.deadlock_suspect = None,
+        }
+        if self.deadlock_suspect.is_some() || self.ports.iter().any(|p| p.stall_since.is_some()) {
+            self.deadlock_check_pending = true;
+            self.queue
+                .schedule(now + self.cfg.deadlock_check, Event::DeadlockCheck);
+        }
+    }
+
+    fn vls(&self) -> usize {
+        self.cfg.virtual_lanes as usize
+    }
+
+    /// A credit loop (see [`WaitGraph::find_deadlock`]): queue and buffer `port x VLs +
+    /// vl`; a switch-to-switch egress VL whose next packet lacks credits waits on its
+    /// peer's input buffer, whose blocks sit in the egress VLs its packets were queued at.
+    /// Returns the cycle as queue numbers.
+    fn find_deadlock(&self) -> Option<Vec<usize>> {
+        let vls = self.vls();
+        let is_switch = |port: PortId| {
+            matches!(
+                self.topo.nodes()[self.topo.port(port).node.index()],
+                NodeKind::Switch { .. }
+            )
+        };
+        let mut g = WaitGraph {
+            waits_on: vec![None; self.ports.len() * vls],
+            holds: vec![Vec::new(); self.ports.len() * vls],
+            occupancy: self
+                .ports
+                .iter()
+                .flat_map(|p| p.rx_credit.iter().map(|c| c.used() as u64))
+                .collect(),
+        };
+        for (i, p) in self.ports.iter().enumerate() {
+            let port = PortId(i as u32);
+            let peer = self.topo.port(port).peer;
+            if p.egress.is_empty() || !is_switch(peer) {
+                continue;
+            }
+            let inputs = self.topo.node_ports(self.topo.port(port).node);
+            for (vl, e) in p.egress.iter().enumerate() {
+                let Some(&head) = e.rr.front() else { continue };
+                if p.tx_credit[vl].can_send(e.inputs[head as usize][0].blocks()) {
+                    continue;
+                }
+                let q = i * vls + vl;
+                g.waits_on[q] = Some(peer.index() * vls + vl);
+                for (k, fifo) in e.inputs.iter().enumerate() {
+                    let blocks: u64 = fifo.iter().map(|pkt| pkt.blocks() as u64).sum();
+                    if blocks > 0 {
+                        g.holds[q].push((inputs[k].index() * vls + vl, blocks));
+                    }
+                }
+            }
+        }
+        g.find_deadlock()
     }
 
     /// Frees the input-buffer credits of a packet that has left this switch.
@@ -422,6 +518,11 @@ impl Simulation {
                 let p = &mut self.ports[port.index()];
                 if blocked && p.stall_since.is_none() {
                     p.stall_since = Some(now);
+                    if !self.deadlock_check_pending {
+                        self.deadlock_check_pending = true;
+                        self.queue
+                            .schedule(now + self.cfg.deadlock_check, Event::DeadlockCheck);
+                    }
                 }
                 if let Some(t) = wake {
                     if p.wake_at.is_none_or(|w| t < w) {
@@ -921,7 +1022,7 @@ impl Simulation {
             naks: 0,
             timeouts: 0,
             watchdog_trips: 0,
-            deadlock: None,
+            deadlock: self.deadlock.clone(),
         }
     }
 }
@@ -944,7 +1045,10 @@ fn lid(h: HostId) -> u16 {
 
 impl EventDriven for Simulation {
     fn is_finished(&self) -> bool {
-        self.flows_acked == self.flows.len() || self.stopped_by_time || self.queue.is_empty()
+        self.flows_acked == self.flows.len()
+            || self.stopped_by_time
+            || self.queue.is_empty()
+            || self.deadlock.is_some()
     }
 
     fn next_event_time(&mut self) -> Option<Time> {

@@ -1,7 +1,7 @@
 //! The RoCEv2 simulation: state arenas, the event enum and its handlers.
 
 use super::config::RoceConfig;
-use crate::driver::{self, CaptureFilter, EventDriven, Wire};
+use crate::driver::{self, deadlock_hop, CaptureFilter, EventDriven, WaitGraph, Wire};
 use crate::report::{Deadlock, DeadlockHop, FlowResult, PortResult, RunReport};
 use crate::workload::Message;
 use fabricsim_core::engine::EventQueue;
@@ -1097,12 +1097,9 @@ impl Simulation {
         }
     }
 
-    /// A deadlock, exactly: the largest set of paused switch-to-switch egresses holding
-    /// data in which each egress is paused by an ingress (XOFF) whose every byte is queued
-    /// at egresses of the set. Nothing in such a set can move again: each ingress drains
-    /// only through paused egresses, and keeps its PAUSE while it cannot drain. Returns one
-    /// cycle of the set's wait-for graph (egress -> an egress holding its peer ingress's
-    /// packets), or None.
+    /// A deadlock among paused switch-to-switch egresses holding data (see
+    /// [`WaitGraph::find_deadlock`]): each waits on its peer's ingress, which blocks it
+    /// while in XOFF; an ingress's bytes sit in the egresses its packets were queued at.
     fn find_deadlock(&self, now: Time) -> Option<Vec<DeadlockHop>> {
         let is_switch = |port: PortId| {
             matches!(
@@ -1110,73 +1107,43 @@ impl Simulation {
                 NodeKind::Switch { .. }
             )
         };
-        let mut set: Vec<bool> = (0..self.ports.len())
-            .map(|i| {
-                let (p, port) = (&self.ports[i], PortId(i as u32));
-                p.paused_until > now
-                    && !p.queues[DATA].is_empty()
-                    && is_switch(port)
-                    && is_switch(self.topo.port(port).peer)
-            })
-            .collect();
-        let mut held = vec![0u64; self.ports.len()];
-        loop {
-            held.iter_mut().for_each(|h| *h = 0);
-            for (i, _) in set.iter().enumerate().filter(|(_, &inside)| inside) {
-                for (_, pkt) in &self.ports[i].queues[DATA] {
-                    held[pkt.in_port as usize] += pkt.wire as u64;
-                }
-            }
-            let mut changed = false;
-            for (i, inside) in set.iter_mut().enumerate().filter(|(_, inside)| **inside) {
-                let ingress = self.topo.port(PortId(i as u32)).peer.index();
-                let q = &self.ports[ingress];
-                let total = q.ingress + q.headroom_used;
-                if !(q.xoff && total > 0 && held[ingress] == total) {
-                    *inside = false;
-                    changed = true;
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
-        // Walk the wait-for graph from the lowest egress until a port repeats.
-        let start = set.iter().position(|&inside| inside)?;
-        let mut path: Vec<usize> = vec![start];
-        loop {
-            let here = *path.last().expect("non-empty");
-            let ingress = self.topo.port(PortId(here as u32)).peer.0;
-            let node = self.topo.port(PortId(ingress)).node;
-            let next = self
-                .topo
-                .node_ports(node)
+        let n = self.ports.len();
+        let mut g = WaitGraph {
+            waits_on: vec![None; n],
+            holds: vec![Vec::new(); n],
+            occupancy: self
+                .ports
                 .iter()
-                .map(|p| p.index())
-                .find(|&e| {
-                    set[e]
-                        && self.ports[e].queues[DATA]
-                            .iter()
-                            .any(|(_, k)| k.in_port == ingress)
+                .map(|q| {
+                    if q.xoff {
+                        q.ingress + q.headroom_used
+                    } else {
+                        0
+                    }
                 })
-                .expect("a stuck ingress holds packets at egresses of the set");
-            if let Some(pos) = path.iter().position(|&e| e == next) {
-                return Some(
-                    path[pos..]
-                        .iter()
-                        .map(|&e| {
-                            let spec = self.topo.port(PortId(e as u32));
-                            DeadlockHop {
-                                node: spec.node.0,
-                                port: spec.local,
-                                peer_node: self.topo.port(spec.peer).node.0,
-                            }
-                        })
-                        .collect(),
-                );
+                .collect(),
+        };
+        for (i, p) in self.ports.iter().enumerate() {
+            let port = PortId(i as u32);
+            let peer = self.topo.port(port).peer;
+            if p.paused_until > now
+                && !p.queues[DATA].is_empty()
+                && is_switch(port)
+                && is_switch(peer)
+            {
+                g.waits_on[i] = Some(peer.index());
+                for (_, pkt) in &p.queues[DATA] {
+                    g.holds[i].push((pkt.in_port as usize, pkt.wire as u64));
+                }
             }
-            path.push(next);
         }
+        let cycle = g.find_deadlock()?;
+        Some(
+            cycle
+                .into_iter()
+                .map(|e| deadlock_hop(&self.topo, PortId(e as u32)))
+                .collect(),
+        )
     }
 
     /// Conservation at this instant, by walking every queue and link.
