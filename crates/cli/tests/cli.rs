@@ -185,6 +185,29 @@ fn tshark() -> Option<PathBuf> {
     found
 }
 
+/// The chosen fields of every packet of a capture, as tshark decodes them; None if tshark
+/// is missing (outside CI).
+fn tshark_fields(pcap: &Path, fields: &[&str]) -> Option<Vec<Vec<String>>> {
+    let tshark = tshark()?;
+    let mut cmd = Command::new(tshark);
+    cmd.args(["-r", pcap.to_str().unwrap(), "-T", "fields"]);
+    for f in fields {
+        cmd.args(["-e", f]);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    Some(
+        text.lines()
+            .map(|l| l.split('\t').map(str::to_string).collect())
+            .collect(),
+    )
+}
+
 #[test]
 fn pcap_decodes_in_tshark_with_expected_opcodes_and_psns() {
     let d = tmpdir("pcap");
@@ -206,29 +229,24 @@ fn pcap_decodes_in_tshark_with_expected_opcodes_and_psns() {
         197,
         "ERF link type"
     );
-    let Some(tshark) = tshark() else { return };
-    let out = Command::new(tshark)
-        .args([
-            "-r",
-            pcap.to_str().unwrap(),
-            "-T",
-            "fields",
-            "-e",
+    let Some(owned) = tshark_fields(
+        &pcap,
+        &[
             "infiniband.bth.opcode",
-            "-e",
             "infiniband.bth.psn",
-            "-e",
             "infiniband.bth.destqp",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
+    ) else {
+        return;
+    };
+    let rows: Vec<Vec<&str>> = owned
+        .iter()
+        .map(|r| r.iter().map(String::as_str).collect())
+        .collect();
+    let text = rows.iter().map(|r| r.join("	")).collect::<Vec<_>>().join(
+        "
+",
     );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split('\t').collect()).collect();
     // 10000 B at MTU 4096: WRITE_FIRST, MIDDLE, LAST with PSNs 0, 1, 2 to QP 0x100, and the ACK.
     assert_eq!(
         rows.iter().filter(|r| r[0] == "17").count(),
@@ -347,34 +365,25 @@ fn roce_pcap_decodes_in_tshark_as_rroce_and_pfc() {
         "erf",
     ]);
     assert_eq!(bad.status.code(), Some(2));
-    let Some(tshark) = tshark() else { return };
-    let out = Command::new(tshark)
-        .args(["-r", pcap.to_str().unwrap(), "-T", "fields"])
-        .args([
-            "-e",
-            "udp.dstport",
-            "-e",
-            "infiniband.bth.opcode",
-            "-e",
-            "infiniband.bth.psn",
-        ])
-        .args([
-            "-e",
-            "infiniband.bth.destqp",
-            "-e",
-            "macc.opcode",
-            "-e",
-            "macc.cbfc.pause_time.c3",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let fields = [
+        "udp.dstport",
+        "infiniband.bth.opcode",
+        "infiniband.bth.psn",
+        "infiniband.bth.destqp",
+        "macc.opcode",
+        "macc.cbfc.pause_time.c3",
+    ];
+    let Some(owned) = tshark_fields(&pcap, &fields) else {
+        return;
+    };
+    let rows: Vec<Vec<&str>> = owned
+        .iter()
+        .map(|r| r.iter().map(String::as_str).collect())
+        .collect();
+    let text = rows.iter().map(|r| r.join("	")).collect::<Vec<_>>().join(
+        "
+",
     );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split('\t').collect()).collect();
     let count = |pred: &dyn Fn(&Vec<&str>) -> bool| rows.iter().filter(|r| pred(r)).count();
     // Flow 0 (QP 0x100): WRITE_FIRST with PSN 0, 243 MIDDLEs, WRITE_LAST with PSN 244.
     let flow0: Vec<(&str, &str)> = rows

@@ -101,6 +101,42 @@ pub struct Aeth {
     pub msn: u32,
 }
 
+/// The transport headers native IB and RoCEv2 share: the BTH and its RETH and AETH.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TransportHeaders {
+    pub opcode: u8,
+    /// Pad bytes after the payload (0-3).
+    pub pad: u8,
+    pub pkey: u16,
+    pub fecn: bool,
+    pub becn: bool,
+    pub dest_qp: u32,
+    pub ack_req: bool,
+    pub psn: u32,
+    pub reth: Option<Reth>,
+    pub aeth: Option<Aeth>,
+}
+
+/// Appends the BTH, then the RETH and AETH if present, in network byte order.
+pub fn push_transport_headers(b: &mut Vec<u8>, h: &TransportHeaders) {
+    b.push(h.opcode);
+    b.push((h.pad << 4) & 0x30);
+    b.extend_from_slice(&h.pkey.to_be_bytes());
+    b.push(((h.fecn as u8) << 7) | ((h.becn as u8) << 6));
+    b.extend_from_slice(&h.dest_qp.to_be_bytes()[1..]);
+    b.push((h.ack_req as u8) << 7);
+    b.extend_from_slice(&h.psn.to_be_bytes()[1..]);
+    if let Some(r) = h.reth {
+        b.extend_from_slice(&r.virtual_address.to_be_bytes());
+        b.extend_from_slice(&r.rkey.to_be_bytes());
+        b.extend_from_slice(&r.dma_length.to_be_bytes());
+    }
+    if let Some(a) = h.aeth {
+        b.push(a.syndrome);
+        b.extend_from_slice(&a.msn.to_be_bytes()[1..]);
+    }
+}
+
 /// One IB packet's headers, enough to compute its length and emit its bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PacketRepr {
@@ -159,23 +195,21 @@ impl PacketRepr {
         let pkt_words = ((self.wire_len() - VCRC_LEN) / 4) as u16;
         b.extend_from_slice(&(pkt_words & 0x07FF).to_be_bytes());
         b.extend_from_slice(&self.slid.to_be_bytes());
-        // BTH
-        b.push(self.opcode as u8);
-        b.push(((self.pad() as u8) << 4) & 0x30);
-        b.extend_from_slice(&self.pkey.to_be_bytes());
-        b.push(((self.fecn as u8) << 7) | ((self.becn as u8) << 6));
-        b.extend_from_slice(&self.dest_qp.to_be_bytes()[1..]);
-        b.push((self.ack_req as u8) << 7);
-        b.extend_from_slice(&self.psn.to_be_bytes()[1..]);
-        if let Some(r) = self.reth {
-            b.extend_from_slice(&r.virtual_address.to_be_bytes());
-            b.extend_from_slice(&r.rkey.to_be_bytes());
-            b.extend_from_slice(&r.dma_length.to_be_bytes());
-        }
-        if let Some(a) = self.aeth {
-            b.push(a.syndrome);
-            b.extend_from_slice(&a.msn.to_be_bytes()[1..]);
-        }
+        push_transport_headers(
+            &mut b,
+            &TransportHeaders {
+                opcode: self.opcode as u8,
+                pad: self.pad() as u8,
+                pkey: self.pkey,
+                fecn: self.fecn,
+                becn: self.becn,
+                dest_qp: self.dest_qp,
+                ack_req: self.ack_req,
+                psn: self.psn,
+                reth: self.reth,
+                aeth: self.aeth,
+            },
+        );
         b.resize(b.len() + self.payload_len as usize + self.pad(), 0);
         let icrc = icrc(&b);
         b.extend_from_slice(&icrc.to_le_bytes());

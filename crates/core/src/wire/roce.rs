@@ -4,7 +4,10 @@
 //! which count the preamble, SFD and inter-frame gap as link time.
 
 use super::crc::crc32_update;
-use super::ib::{Aeth, Reth, AETH_LEN, BTH_LEN, ICRC_LEN, RETH_LEN};
+use super::ib::{
+    push_transport_headers, Aeth, Reth, TransportHeaders, AETH_LEN, BTH_LEN, DEFAULT_PKEY,
+    ICRC_LEN, RETH_LEN,
+};
 
 /// Preamble (7), SFD (1) and the minimum inter-frame gap (12): link time, not frame bytes.
 pub const PREAMBLE_IFG_LEN: usize = 20;
@@ -163,23 +166,21 @@ impl RoceRepr {
         b.extend_from_slice(&ROCEV2_UDP_PORT.to_be_bytes());
         b.extend_from_slice(&udp_len.to_be_bytes());
         b.extend_from_slice(&[0, 0]);
-        // BTH
-        b.push(self.opcode);
-        b.push((pad as u8) << 4);
-        b.extend_from_slice(&super::ib::DEFAULT_PKEY.to_be_bytes());
-        b.push((self.becn as u8) << 6);
-        b.extend_from_slice(&self.dest_qp.to_be_bytes()[1..]);
-        b.push((self.ack_req as u8) << 7);
-        b.extend_from_slice(&self.psn.to_be_bytes()[1..]);
-        if let Some(r) = self.reth {
-            b.extend_from_slice(&r.virtual_address.to_be_bytes());
-            b.extend_from_slice(&r.rkey.to_be_bytes());
-            b.extend_from_slice(&r.dma_length.to_be_bytes());
-        }
-        if let Some(a) = self.aeth {
-            b.push(a.syndrome);
-            b.extend_from_slice(&a.msn.to_be_bytes()[1..]);
-        }
+        push_transport_headers(
+            &mut b,
+            &TransportHeaders {
+                opcode: self.opcode,
+                pad: pad as u8,
+                pkey: DEFAULT_PKEY,
+                fecn: false,
+                becn: self.becn,
+                dest_qp: self.dest_qp,
+                ack_req: self.ack_req,
+                psn: self.psn,
+                reth: self.reth,
+                aeth: self.aeth,
+            },
+        );
         if self.cnp {
             b.resize(b.len() + CNP_RESERVED_LEN, 0);
         }
