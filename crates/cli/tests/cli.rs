@@ -208,14 +208,10 @@ fn tshark_fields(pcap: &Path, fields: &[&str]) -> Option<Vec<Vec<String>>> {
     )
 }
 
-#[test]
-fn pcap_decodes_in_tshark_with_expected_opcodes_and_psns() {
-    let d = tmpdir("pcap");
-    let f = write(
-        &d,
-        "p.toml",
-        "[topology]\nkind = \"single-switch\"\nhosts = 2\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = 10000\n",
-    );
+/// Runs `scenario` with `--pcap`; returns the scenario file, the capture and its link type.
+fn capture_run(name: &str, scenario: &str) -> (PathBuf, PathBuf, u32) {
+    let d = tmpdir(name);
+    let f = write(&d, "p.toml", scenario);
     let pcap = d.join("run.pcap");
     let out = run(&["run", f.to_str().unwrap(), "--pcap", pcap.to_str().unwrap()]);
     assert!(
@@ -224,11 +220,17 @@ fn pcap_decodes_in_tshark_with_expected_opcodes_and_psns() {
         String::from_utf8_lossy(&out.stderr)
     );
     let bytes = std::fs::read(&pcap).unwrap();
-    assert_eq!(
-        u32::from_le_bytes(bytes[20..24].try_into().unwrap()) & 0xFFFF,
-        197,
-        "ERF link type"
+    let link = u32::from_le_bytes(bytes[20..24].try_into().unwrap()) & 0xFFFF;
+    (f, pcap, link)
+}
+
+#[test]
+fn pcap_decodes_in_tshark_with_expected_opcodes_and_psns() {
+    let (_, pcap, link) = capture_run(
+        "pcap",
+        "[topology]\nkind = \"single-switch\"\nhosts = 2\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = 10000\n",
     );
+    assert_eq!(link, 197, "ERF link type");
     let Some(owned) = tshark_fields(
         &pcap,
         &[
@@ -337,25 +339,11 @@ fn compare_runs_both_fabrics_as_run_would() {
 
 #[test]
 fn roce_pcap_decodes_in_tshark_as_rroce_and_pfc() {
-    let d = tmpdir("rocepcap");
-    let f = write(
-        &d,
-        "p.toml",
+    let (f, pcap, link) = capture_run(
+        "rocepcap",
         "[fabric]\nkind = \"rocev2\"\n[fabric.rocev2]\nswitch_buffer = \"2MiB\"\ndcqcn_preset = \"paper\"\necn = { kmin = \"5KB\", kmax = \"20KB\", pmax = 1.0 }\n[topology]\nkind = \"single-switch\"\nhosts = 9\n[[traffic]]\nkind = \"incast\"\nsenders = [1, 2, 3, 4, 5, 6, 7, 8]\ndst = 0\nsize = 1000001\n",
     );
-    let pcap = d.join("run.pcap");
-    let out = run(&["run", f.to_str().unwrap(), "--pcap", pcap.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let bytes = std::fs::read(&pcap).unwrap();
-    assert_eq!(
-        u32::from_le_bytes(bytes[20..24].try_into().unwrap()),
-        1,
-        "LINKTYPE_ETHERNET"
-    );
+    assert_eq!(link, 1, "LINKTYPE_ETHERNET");
     let bad = run(&[
         "run",
         f.to_str().unwrap(),
