@@ -230,16 +230,21 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
-/// rates.csv: `time_ns,flow_id,rate_gbps`, one row per DCQCN rate cut, in time order.
+/// rates.csv: `time_ns,flow_id,event,rate_gbps,sent_gbps` in time order. `event` is `cut`
+/// (a DCQCN rate cut; sent_gbps empty) or `sample` (periodic: the pacing rate, and the
+/// payload rate sent over the interval just ended).
 pub fn rates_csv(rates: &[RateSample]) -> String {
-    let mut s = String::from("time_ns,flow_id,rate_gbps\n");
+    let mut s = String::from("time_ns,flow_id,event,rate_gbps,sent_gbps\n");
     for r in rates {
         let _ = writeln!(
             s,
-            "{:.3},{},{:.6}",
+            "{:.3},{},{},{:.6},{}",
             ns3(r.time.ps()),
             r.flow,
-            r.rate.bps() as f64 / 1e9
+            if r.sent.is_some() { "sample" } else { "cut" },
+            r.rate.bps() as f64 / 1e9,
+            r.sent
+                .map_or(String::new(), |b| format!("{:.6}", b.bps() as f64 / 1e9))
         );
     }
     s

@@ -100,6 +100,7 @@ struct FileRoce {
     pfc_watchdog: Q,
     pfc_watchdog_restore: Q,
     deadlock_check: Q,
+    rate_sample: Q,
     #[serde(default)]
     pause_storm: Vec<FilePauseStorm>,
 }
@@ -740,6 +741,14 @@ impl Scenario {
         let stop_at = c
             .positive("stop_at", &root.stop_at, Dimension::Time)?
             .map(Time);
+        if fabric_kind == FabricKind::Rocev2
+            && stop_at.is_none()
+            && roce.pause_storms.iter().any(|st| st.end.is_none())
+        {
+            return Err(invalid(
+                "fabric.rocev2.pause_storm: a storm without duration never ends; give it a duration or set stop_at".into(),
+            ));
+        }
         Ok(Scenario {
             name: root.name.unwrap_or_else(|| default_name.to_string()),
             seed,
@@ -809,7 +818,11 @@ impl Scenario {
                 }
             );
         }
-        let _ = writeln!(s, "deadlock_check = \"{}\"", r.deadlock_check);
+        let _ = writeln!(
+            s,
+            "deadlock_check = \"{}\"\nrate_sample = \"{}\"",
+            r.deadlock_check, r.rate_sample
+        );
         if let Some(w) = &r.watchdog {
             let _ = writeln!(
                 s,
@@ -1194,6 +1207,9 @@ fn parse_pathologies(
     };
     if let Some(t) = c.positive(&key("deadlock_check"), &f.deadlock_check, Dimension::Time)? {
         roce.deadlock_check = Time(t);
+    }
+    if let Some(t) = c.positive(&key("rate_sample"), &f.rate_sample, Dimension::Time)? {
+        roce.rate_sample = Time(t);
     }
     if (roce.watchdog.is_some() || !f.pause_storm.is_empty()) && !roce.pfc {
         return Err(invalid(format!(

@@ -163,6 +163,31 @@ fn bad_input_is_named_and_exits_2() {
         "[fabric.infiniband]\nvl_buffer = \"1MiB\"\n",
         &["vl_buffer", "1MiB"],
     );
+    let roce = "[fabric]\nkind = \"rocev2\"\n[topology]\nhosts = 4\n";
+    expect_error(
+        &format!("stop_at = \"1ms\"\n{roce}[[fabric.rocev2.pause_storm]]\nhost = 9\n"),
+        &["fabric.rocev2.pause_storm[0].host", "9", "out of range"],
+    );
+    expect_error(
+        &format!("{roce}[[fabric.rocev2.pause_storm]]\nhost = 1\n"),
+        &["pause_storm", "stop_at"],
+    );
+    expect_error(
+        &roce.replace("[topology]", "[fabric.rocev2]\npfc_watchdog_restore = \"1ms\"\n[topology]"),
+        &["pfc_watchdog_restore", "pfc_watchdog"],
+    );
+    expect_error(
+        "[topology]\nkind = \"leaf-spine\"\npath = \"t.txt\"\n",
+        &["topology.path", "leaf-spine"],
+    );
+    expect_error(
+        "[[traffic]]\nkind = \"flow-file\"\n",
+        &["traffic[0].path", "required"],
+    );
+    expect_error(
+        "[[traffic]]\nkind = \"flow-file\"\npath = \"none.txt\"\nsize = 5\n",
+        &["traffic[0].size", "flow-file"],
+    );
 }
 
 #[test]

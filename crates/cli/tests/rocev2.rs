@@ -121,6 +121,23 @@ fn two_flows(cc: &str, t1_us: u64, t2_us: u64, mib: u64) -> ([f64; 2], f64, u64,
         n += 1;
     }
     let d = [sim.flow_delivered(0) - a[0], sim.flow_delivered(1) - a[1]];
+    // The periodic rate samples agree with the bytes delivered: each flow's mean sampled
+    // sending rate over the window is within 5 % of its delivered rate.
+    for (f, delivered) in d.iter().enumerate() {
+        let sent: Vec<f64> = sim
+            .rate_samples()
+            .iter()
+            .filter(|r| r.flow == f as u32 && r.time > t1 && r.time <= t2)
+            .filter_map(|r| r.sent.map(|b| b.bps() as f64))
+            .collect();
+        let mean = sent.iter().sum::<f64>() / sent.len() as f64;
+        let got = *delivered as f64 * 8.0 / (t2 - t1).as_secs_f64();
+        assert!(
+            (mean - got).abs() / got < 0.05,
+            "flow {f}: sampled {mean:.3e} b/s vs delivered {got:.3e} b/s over {} samples",
+            sent.len()
+        );
+    }
     let total = (d[0] + d[1]) as f64;
     let gbps = total * 8.0 / (t2 - t1).as_secs_f64() / 1e9;
     sim.run();

@@ -103,6 +103,8 @@ pub struct RoceConfig {
     /// While any switch egress is paused, the wait-for graph of paused queues is checked
     /// for a deadlock this often (the check is exact; this only bounds detection delay).
     pub deadlock_check: Time,
+    /// Every active flow's pacing and sending rates are sampled this often (rates.csv).
+    pub rate_sample: Time,
 }
 
 impl RoceConfig {
@@ -155,6 +157,7 @@ impl Default for RoceConfig {
             pause_storms: Vec::new(),
             watchdog: None,
             deadlock_check: Time::from_us(10),
+            rate_sample: Time::from_us(10),
         }
     }
 }

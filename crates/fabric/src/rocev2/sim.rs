@@ -86,6 +86,8 @@ enum Event {
     Stall { host: u32, stalled: bool },
     /// The PFC watchdog looks at a paused switch egress.
     Watchdog { port: u32 },
+    /// Sample every active flow's rates.
+    SampleRates,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -156,6 +158,8 @@ struct Flow {
     last_progress: Time,
     timer_armed: bool,
     sent_bytes: u64,
+    /// `sent_bytes` at the last rate sample.
+    sampled_bytes: u64,
     delivered_bytes: u64,
     finish: Option<Time>,
     acked: Option<Time>,
@@ -169,12 +173,16 @@ pub struct CapturedFrame {
     pub bytes: Vec<u8>,
 }
 
-/// One sample of a flow's DCQCN rate, taken when it changes.
+/// One sample of a flow's rates: at every DCQCN cut, and every `rate_sample` interval
+/// while the flow is active.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RateSample {
     pub time: Time,
     pub flow: u32,
+    /// The pacing rate: DCQCN's current rate, or the line rate without DCQCN.
     pub rate: BitRate,
+    /// Periodic samples: payload sent over the interval just ended. None at a cut.
+    pub sent: Option<BitRate>,
 }
 
 /// Conservation checks at one instant.
@@ -286,6 +294,9 @@ impl Simulation {
                 );
             }
         }
+        if !messages.is_empty() {
+            queue.schedule(cfg.rate_sample, Event::SampleRates);
+        }
         let flows = messages
             .iter()
             .enumerate()
@@ -306,6 +317,7 @@ impl Simulation {
                     last_progress: Time::ZERO,
                     timer_armed: false,
                     sent_bytes: 0,
+                    sampled_bytes: 0,
                     delivered_bytes: 0,
                     finish: None,
                     acked: None,
@@ -503,6 +515,39 @@ impl Simulation {
             Event::DeadlockCheck => self.check_deadlock(now),
             Event::Stall { host, stalled } => self.set_stalled(HostId(host), stalled),
             Event::Watchdog { port } => self.watchdog(PortId(port), now),
+            Event::SampleRates => self.sample_rates(now),
+        }
+    }
+
+    /// Records every started, unfinished flow's pacing rate and its payload sent since the
+    /// last sample; re-arms while anything else is pending (so sampling never keeps a
+    /// finished run alive).
+    fn sample_rates(&mut self, now: Time) {
+        let interval = self.cfg.rate_sample;
+        for (i, f) in self.flows.iter_mut().enumerate() {
+            if f.msg.start + self.cfg.nic_tx_latency > now || f.acked.is_some() {
+                f.sampled_bytes = f.sent_bytes;
+                continue;
+            }
+            let line = self.topo.port(self.topo.host_port(f.msg.src)).rate;
+            let rate = match &self.cfg.dcqcn {
+                Some(d) => {
+                    f.rp.advance(now, &d.params);
+                    f.rp.rate().min(line)
+                }
+                None => line,
+            };
+            let bits = (f.sent_bytes - f.sampled_bytes) as u128 * 8 * 1_000_000_000_000;
+            f.sampled_bytes = f.sent_bytes;
+            self.rates.push(RateSample {
+                time: now,
+                flow: i as u32,
+                rate,
+                sent: Some(BitRate((bits / interval.ps() as u128) as u64)),
+            });
+        }
+        if !self.queue.is_empty() {
+            self.queue.schedule(now + interval, Event::SampleRates);
         }
     }
 
@@ -1070,6 +1115,7 @@ impl Simulation {
                         time: now,
                         flow: fid,
                         rate: flow.rp.rate(),
+                        sent: None,
                     });
                 }
             }
