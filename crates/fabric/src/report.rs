@@ -1,7 +1,8 @@
 //! What a run measured, as plain data for the experiment layer to serialise.
 
 use crate::workload::Message;
-use fabricsim_core::units::Time;
+use fabricsim_core::topology::Topology;
+use fabricsim_core::units::{PortId, Time};
 
 /// One flow's outcome.
 #[derive(Clone, Debug, PartialEq)]
@@ -59,6 +60,28 @@ pub struct PortResult {
     pub drops: u64,
     /// Packets this egress marked (ECN CE on RoCEv2, FECN on InfiniBand).
     pub ecn_marks: u64,
+}
+
+impl PortResult {
+    /// Port `id` of `topo` with every counter at zero.
+    pub fn new(topo: &Topology, id: PortId) -> Self {
+        let spec = topo.port(id);
+        PortResult {
+            node: spec.node.0,
+            port: spec.local,
+            peer_node: topo.port(spec.peer).node.0,
+            tx_bytes: 0,
+            tx_packets: 0,
+            peak_queue_bytes: 0,
+            peak_input_bytes: 0,
+            credit_stall: Time::ZERO,
+            credit_packets: 0,
+            pause_frames: 0,
+            paused: Time::ZERO,
+            drops: 0,
+            ecn_marks: 0,
+        }
+    }
 }
 
 /// The whole run.

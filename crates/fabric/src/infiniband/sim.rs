@@ -978,14 +978,10 @@ impl Simulation {
             })
             .collect();
         let ports = self
-            .topo
-            .ports()
+            .ports
             .iter()
-            .zip(&self.ports)
-            .map(|(spec, p)| PortResult {
-                node: spec.node.0,
-                port: spec.local,
-                peer_node: self.topo.port(spec.peer).node.0,
+            .enumerate()
+            .map(|(i, p)| PortResult {
                 tx_bytes: p.tx_bytes,
                 tx_packets: p.tx_packets,
                 peak_queue_bytes: p.peak_queue,
@@ -999,10 +995,8 @@ impl Simulation {
                     + p.stall_since
                         .map_or(Time::ZERO, |s| self.queue.now().saturating_sub(s)),
                 credit_packets: p.credit_packets,
-                pause_frames: 0,
-                paused: Time::ZERO,
-                drops: 0,
                 ecn_marks: p.fecn_marks,
+                ..PortResult::new(&self.topo, PortId(i as u32))
             })
             .collect();
         RunReport {

@@ -1248,26 +1248,21 @@ impl Simulation {
             })
             .collect();
         let ports = self
-            .topo
-            .ports()
+            .ports
             .iter()
-            .zip(&self.ports)
-            .map(|(spec, p)| PortResult {
-                node: spec.node.0,
-                port: spec.local,
-                peer_node: self.topo.port(spec.peer).node.0,
+            .enumerate()
+            .map(|(i, p)| PortResult {
                 tx_bytes: p.tx_bytes,
                 tx_packets: p.tx_packets,
                 peak_queue_bytes: p.peak_queue,
                 peak_input_bytes: p.peak_ingress,
-                credit_stall: Time::ZERO,
-                credit_packets: 0,
                 pause_frames: p.pause_frames,
                 paused: p.paused_total
                     + p.paused_since
                         .map_or(Time::ZERO, |s| p.paused_until.min(now).saturating_sub(s)),
                 drops: p.drops,
                 ecn_marks: p.ecn_marks,
+                ..PortResult::new(&self.topo, PortId(i as u32))
             })
             .collect();
         RunReport {
