@@ -6,9 +6,10 @@ use fabricsim_core::units::Time;
 use fabricsim_fabric::infiniband::{self, CaptureFilter, Captured};
 use fabricsim_fabric::report::RunReport;
 use fabricsim_fabric::rocev2::{self, CapturedFrame, RateSample};
-use fabricsim_fabric::workload::messages;
+use fabricsim_fabric::workload::{build, Collective};
 use fabricsim_fabric::EventDriven;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::ops::Range;
 use std::time::{Duration, Instant};
 
 /// A finished run with its wall time and, if asked for, its captured packets.
@@ -16,8 +17,10 @@ pub struct Outcome {
     pub report: RunReport,
     pub wall_seconds: f64,
     pub captured: Capture,
-    /// RoCEv2: every flow's DCQCN rate each time it was cut.
+    /// RoCEv2: every flow's DCQCN rate cuts and periodic rate samples.
     pub rates: Vec<RateSample>,
+    /// The collectives run, each with the range of its messages (flows).
+    pub collectives: Vec<(Collective, Range<u32>)>,
 }
 
 /// Captured packets, as each fabric records them.
@@ -80,11 +83,15 @@ pub fn run(
     progress: bool,
 ) -> Result<Outcome, String> {
     let topo = scenario.build_topology()?;
-    let msgs = messages(&scenario.traffic, scenario.seed);
+    let workload = build(&scenario.traffic, scenario.seed);
     let mut sim = match scenario.fabric {
         FabricKind::Infiniband => {
-            let mut ib =
-                infiniband::Simulation::new(scenario.ib.clone(), topo, &msgs, scenario.stop_at)?;
+            let mut ib = infiniband::Simulation::new(
+                scenario.ib.clone(),
+                topo,
+                &workload,
+                scenario.stop_at,
+            )?;
             if let Some(f) = capture {
                 ib.capture(f);
             }
@@ -96,7 +103,7 @@ pub fn run(
                 seed: scenario.seed,
                 ..scenario.roce.clone()
             };
-            let mut roce = rocev2::Simulation::new(cfg, topo, &msgs, scenario.stop_at)?;
+            let mut roce = rocev2::Simulation::new(cfg, topo, &workload, scenario.stop_at)?;
             if let Some(f) = capture {
                 roce.capture(f);
             }
@@ -140,12 +147,14 @@ pub fn run(
             wall_seconds,
             captured: Capture::Infiniband(s.captured().to_vec()),
             rates: Vec::new(),
+            collectives: workload.collectives,
         },
         Model::Roce(s) => Outcome {
             report: s.report(),
             wall_seconds,
             captured: Capture::Ethernet(s.captured().to_vec()),
             rates: s.rate_samples().to_vec(),
+            collectives: workload.collectives,
         },
     })
 }

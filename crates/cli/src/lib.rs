@@ -7,3 +7,4 @@ pub mod ns3;
 pub mod pcap;
 pub mod results;
 pub mod scenario;
+pub mod sweep;

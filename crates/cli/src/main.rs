@@ -5,7 +5,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use fabricsim::pcap::{self, LinkType};
 use fabricsim::results::{self, write_atomic};
 use fabricsim::scenario::{FabricKind, Scenario};
-use fabricsim::{compare, experiment};
+use fabricsim::{compare, experiment, sweep};
 use fabricsim_fabric::infiniband::{CaptureFilter, Simulation};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -74,6 +74,29 @@ enum Command {
         #[arg(long)]
         seed: Option<u64>,
     },
+    /// Sweep one collective over message sizes, as nccl-tests does, on the scenario's
+    /// fabric and topology (its first collective entry, or an all-reduce over every host).
+    Collective {
+        file: PathBuf,
+        /// Smallest size (nccl-tests syntax: 8, 64K, 8M, 1G).
+        #[arg(short = 'b', long = "minbytes", default_value = "8")]
+        begin: String,
+        /// Largest size.
+        #[arg(short = 'e', long = "maxbytes", default_value = "64M")]
+        end: String,
+        /// Multiplication factor between sizes.
+        #[arg(short = 'f', long = "stepfactor", default_value_t = 2)]
+        factor: u64,
+        /// The collective: all-reduce, reduce-scatter, all-gather, all-to-all, broadcast.
+        #[arg(long)]
+        op: Option<String>,
+        /// ring, tree, halving-doubling or direct.
+        #[arg(long)]
+        algorithm: Option<String>,
+        /// Print the results as a JSON list instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Validate a scenario and print the effective configuration, defaults filled in.
     Check { file: PathBuf },
     /// Run the reference benchmark and print events/s, ns/event, wall time and memory.
@@ -118,8 +141,9 @@ fn dispatch(cmd: Command) -> Result<(), String> {
             if let Some(s) = seed {
                 scenario.seed = s;
             }
-            let flow_count =
-                fabricsim_fabric::workload::messages(&scenario.traffic, scenario.seed).len() as u32;
+            let flow_count = fabricsim_fabric::workload::build(&scenario.traffic, scenario.seed)
+                .messages
+                .len() as u32;
             if let Some(bad) = pcap_flows.iter().flatten().find(|&&f| f >= flow_count) {
                 return Err(format!(
                     "--pcap-flows {bad}: the scenario has flows 0 to {}",
@@ -204,6 +228,33 @@ fn dispatch(cmd: Command) -> Result<(), String> {
             Ok(())
         }
         Command::Bench { size } => bench(size),
+        Command::Collective {
+            file,
+            begin,
+            end,
+            factor,
+            op,
+            algorithm,
+            json,
+        } => {
+            let scenario = load(&Some(file))?;
+            let c = sweep::template(&scenario, op.as_deref(), algorithm.as_deref())?;
+            let list = sweep::sizes(
+                sweep::parse_size("-b", &begin)?,
+                sweep::parse_size("-e", &end)?,
+                factor,
+            )?;
+            let rows = sweep::run(&scenario, &c, &list)?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&rows).expect("results serialise")
+                );
+            } else {
+                print!("{}", sweep::table(&c, &rows));
+            }
+            Ok(())
+        }
         Command::Compare { file, json, seed } => {
             let mut scenario = load(&Some(file))?;
             if let Some(s) = seed {

@@ -57,6 +57,51 @@ pub struct Summary {
     pub watchdog_trips: u64,
     /// A deadlock that stopped the run, or null.
     pub deadlock: Option<DeadlockSummary>,
+    /// Every collective, as nccl-tests reports it.
+    pub collectives: Vec<CollectiveResult>,
+}
+
+/// One collective: time from its start to its last message's completion, and nccl-tests'
+/// bandwidths in GB/s (10^9 bytes per second): algbw = size / time, busbw = algbw x the
+/// op's bus factor. Unfinished collectives have null figures.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct CollectiveResult {
+    pub op: &'static str,
+    pub algorithm: &'static str,
+    pub ranks: u32,
+    pub size: u64,
+    pub channels: u32,
+    pub time_ns: Option<f64>,
+    pub algbw_gbps: Option<f64>,
+    pub busbw_gbps: Option<f64>,
+}
+
+/// The collectives' results, from their messages' completions.
+pub fn collective_results(out: &Outcome) -> Vec<CollectiveResult> {
+    out.collectives
+        .iter()
+        .map(|(c, range)| {
+            let flows = &out.report.flows[range.start as usize..range.end as usize];
+            let end = flows
+                .iter()
+                .map(|f| f.finish)
+                .collect::<Option<Vec<_>>>()
+                .and_then(|ends| ends.into_iter().max());
+            let time_ns = end.map(|e| (e - c.start).ps() as f64 / 1e3);
+            let algbw = time_ns.map(|t| c.size as f64 / t);
+            let n = c.ranks.len() as u32;
+            CollectiveResult {
+                op: c.op.name(),
+                algorithm: c.algorithm.name(),
+                ranks: n,
+                size: c.size,
+                channels: c.channels,
+                time_ns,
+                algbw_gbps: algbw,
+                busbw_gbps: algbw.map(|a| a * c.op.bus_factor(n)),
+            }
+        })
+        .collect()
 }
 
 /// A detected deadlock: when, and the cycle of egresses, each waiting on the next.
@@ -149,6 +194,7 @@ pub fn summary(scenario: &Scenario, out: &Outcome) -> Summary {
         buffer_overflows: r.buffer_overflows,
         stopped_by_time: r.stopped_by_time,
         watchdog_trips: r.watchdog_trips,
+        collectives: collective_results(out),
         deadlock: r.deadlock.as_ref().map(|d| DeadlockSummary {
             detected_at_ns: d.at.ns(),
             cycle: d

@@ -12,7 +12,8 @@ use fabricsim_fabric::infiniband::{default_sl_to_vl, IbCc, IbConfig};
 use fabricsim_fabric::rocev2::{
     hpcc_ecn, DcqcnConfig, EcnConfig, PauseStorm, PfcWatchdog, RoceConfig,
 };
-use fabricsim_fabric::workload::{Message, Traffic};
+use fabricsim_fabric::workload::collective::DEFAULT_CHUNK;
+use fabricsim_fabric::workload::{Collective, CollectiveAlgorithm, CollectiveOp, Message, Traffic};
 use serde::Deserialize;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -168,6 +169,12 @@ struct FileTraffic {
     start: Q,
     sl: Q,
     path: Option<Spanned<String>>,
+    op: Option<Spanned<String>>,
+    algorithm: Option<Spanned<String>>,
+    ranks: Option<Vec<Spanned<Raw>>>,
+    channels: Q,
+    chunk: Q,
+    root: Q,
 }
 
 /// The topology a scenario asks for.
@@ -678,6 +685,21 @@ impl Scenario {
                     }
                     Ok(hs)
                 };
+            let collective_keys = [
+                ("op", tr.op.is_some()),
+                ("algorithm", tr.algorithm.is_some()),
+                ("ranks", tr.ranks.is_some()),
+                ("channels", tr.channels.is_some()),
+                ("chunk", tr.chunk.is_some()),
+                ("root", tr.root.is_some()),
+            ];
+            if kind != "collective" {
+                if let Some((k, _)) = collective_keys.iter().find(|(_, present)| *present) {
+                    return Err(invalid(format!(
+                        "traffic[{i}].{k}: not a key of kind \"{kind}\" (only of \"collective\")"
+                    )));
+                }
+            }
             let stray: &[(&str, bool)] = match kind {
                 "flow" => &[
                     ("senders", tr.senders.is_some()),
@@ -688,6 +710,12 @@ impl Scenario {
                     ("src", tr.src.is_some()),
                     ("dst", tr.dst.is_some()),
                     ("senders", tr.senders.is_some()),
+                ],
+                "collective" => &[
+                    ("src", tr.src.is_some()),
+                    ("dst", tr.dst.is_some()),
+                    ("senders", tr.senders.is_some()),
+                    ("hosts", tr.hosts.is_some()),
                 ],
                 _ => &[],
             };
@@ -725,9 +753,40 @@ impl Scenario {
                     }
                     Traffic::Permutation { hosts, size, start, sl }
                 }
+                "collective" => {
+                    let op_text = tr.op.as_ref().ok_or_else(|| invalid(format!("traffic[{i}] (collective): op is required, one of {:?}", CollectiveOp::NAMES)))?;
+                    let op = CollectiveOp::parse(op_text.get_ref()).ok_or_else(|| invalid(format!(
+                        "line {}: traffic[{i}].op = \"{}\": expected one of {:?}",
+                        c.line(op_text.span()), op_text.get_ref(), CollectiveOp::NAMES
+                    )))?;
+                    let algorithm = match &tr.algorithm {
+                        None => op.default_algorithm(),
+                        Some(a) => CollectiveAlgorithm::parse(a.get_ref()).ok_or_else(|| invalid(format!(
+                            "line {}: traffic[{i}].algorithm = \"{}\": expected one of {:?}",
+                            c.line(a.span()), a.get_ref(), CollectiveAlgorithm::NAMES
+                        )))?,
+                    };
+                    let ranks = match &tr.ranks {
+                        Some(list) => hosts_list(list, "ranks")?,
+                        None => (0..scenario_hosts).map(HostId).collect(),
+                    };
+                    let collective = Collective {
+                        op,
+                        algorithm,
+                        ranks,
+                        size,
+                        start,
+                        channels: c.count(&at("channels"), &tr.channels, 1, 64)?.unwrap_or(1) as u32,
+                        chunk: c.positive(&at("chunk"), &tr.chunk, Dimension::Size)?.unwrap_or(DEFAULT_CHUNK),
+                        sl,
+                        root: c.count(&at("root"), &tr.root, 0, u32::MAX as u64)?.unwrap_or(0) as u32,
+                    };
+                    collective.validate().map_err(|m| invalid(format!("traffic[{i}] (collective): {m}")))?;
+                    Traffic::Collective(collective)
+                }
                 other => {
                     return Err(invalid(format!(
-                        "line {}: traffic[{i}].kind = \"{other}\": expected \"flow\", \"incast\", \"permutation\" or \"flow-file\"",
+                        "line {}: traffic[{i}].kind = \"{other}\": expected \"flow\", \"incast\", \"permutation\", \"flow-file\" or \"collective\"",
                         c.line(tr.kind.span())
                     )))
                 }
@@ -761,6 +820,11 @@ impl Scenario {
             topology,
             traffic,
         })
+    }
+
+    /// Hosts (ranks) in the topology.
+    pub fn host_count(&self) -> u32 {
+        topology_hosts(&self.topology)
     }
 
     /// Builds the topology this scenario describes.
@@ -982,6 +1046,19 @@ impl Scenario {
                     "\n[[traffic]]\nkind = \"permutation\"\nhosts = {:?}\nsize = \"{}\"\nstart = \"{start}\"\nsl = {sl}",
                     ids(hosts),
                     ByteSize(*size)
+                ),
+                Traffic::Collective(c) => writeln!(
+                    s,
+                    "\n[[traffic]]\nkind = \"collective\"\nop = \"{}\"\nalgorithm = \"{}\"\nranks = {:?}\nsize = \"{}\"\nstart = \"{}\"\nchannels = {}\nchunk = \"{}\"\nroot = {}\nsl = {}",
+                    c.op.name(),
+                    c.algorithm.name(),
+                    ids(&c.ranks),
+                    ByteSize(c.size),
+                    c.start,
+                    c.channels,
+                    ByteSize(c.chunk),
+                    c.root,
+                    c.sl
                 ),
                 Traffic::Listed { source, messages } => writeln!(
                     s,

@@ -3,7 +3,7 @@
 
 use fabricsim::scenario::Scenario;
 use fabricsim_fabric::infiniband::Simulation;
-use fabricsim_fabric::workload::{messages, Message};
+use fabricsim_fabric::workload::{build, Workload};
 pub use fabricsim_fabric::EventDriven;
 
 /// Parses a scenario from TOML text; panics with the loader's message on error.
@@ -12,8 +12,8 @@ pub fn scenario(text: &str) -> Scenario {
 }
 
 /// Builds the simulation for a scenario, with its messages.
-pub fn simulation(s: &Scenario) -> (Simulation, Vec<Message>) {
-    let msgs = messages(&s.traffic, s.seed);
+pub fn simulation(s: &Scenario) -> (Simulation, Workload) {
+    let msgs = build(&s.traffic, s.seed);
     let sim = Simulation::new(s.ib.clone(), s.build_topology().unwrap(), &msgs, s.stop_at).unwrap();
     (sim, msgs)
 }
@@ -44,7 +44,7 @@ pub fn assert_goodput(got: f64, expected: f64) {
 
 /// Builds the RoCEv2 simulation for a scenario (the scenario seed drives ECN and ECMP).
 pub fn roce_sim(s: &Scenario) -> fabricsim_fabric::rocev2::Simulation {
-    let msgs = messages(&s.traffic, s.seed);
+    let msgs = build(&s.traffic, s.seed);
     let cfg = fabricsim_fabric::rocev2::RoceConfig {
         seed: s.seed,
         ..s.roce.clone()

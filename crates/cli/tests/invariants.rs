@@ -53,7 +53,7 @@ proptest! {
         }
         let r = sim.report();
         prop_assert_eq!(r.duplicates, 0);
-        for (f, m) in r.flows.iter().zip(&msgs) {
+        for (f, m) in r.flows.iter().zip(&msgs.messages) {
             prop_assert_eq!(f.delivered_bytes, m.size, "flow {}->{} delivered exactly its bytes", m.src, m.dst);
             prop_assert!(f.finish.is_some() && f.acked.is_some());
         }

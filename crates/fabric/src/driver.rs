@@ -102,7 +102,7 @@ pub fn ideal_fct(
 ) -> Time {
     let hops = routes.hops(m.src, m.dst) as u64;
     let spec = topo.port(topo.host_port(m.src));
-    let packets = m.size.div_ceil(mtu as u64);
+    let packets = m.size.div_ceil(mtu as u64).max(1);
     let last_payload = (m.size - (packets - 1) * mtu as u64) as u32;
     let last = frame_len(last_payload, packets == 1);
     let total = if packets > 1 {
@@ -192,6 +192,62 @@ impl WaitGraph {
             }
             path.push(next);
         }
+    }
+}
+
+/// Which messages wait for which (a workload's `after` lists), as counters: a message is
+/// ready when every message it waits for has completed.
+#[derive(Clone, Debug, Default)]
+pub struct Dependencies {
+    waiting: Vec<u32>,
+    /// Dependents of message i: `dependents[first[i]..first[i + 1]]`.
+    first: Vec<u32>,
+    dependents: Vec<u32>,
+}
+
+impl Dependencies {
+    pub fn new(after: &[Vec<u32>]) -> Self {
+        let n = after.len();
+        let mut count = vec![0u32; n + 1];
+        for deps in after {
+            for &d in deps {
+                count[d as usize + 1] += 1;
+            }
+        }
+        for i in 0..n {
+            count[i + 1] += count[i];
+        }
+        let mut fill = count.clone();
+        let mut dependents = vec![0; count[n] as usize];
+        for (i, deps) in after.iter().enumerate() {
+            for &d in deps {
+                dependents[fill[d as usize] as usize] = i as u32;
+                fill[d as usize] += 1;
+            }
+        }
+        Dependencies {
+            waiting: after.iter().map(|d| d.len() as u32).collect(),
+            first: count,
+            dependents,
+        }
+    }
+
+    /// Whether message `i` waits for nothing (any more).
+    pub fn is_ready(&self, i: usize) -> bool {
+        self.waiting[i] == 0
+    }
+
+    /// Message `i` completed: returns the messages that no longer wait, in index order.
+    pub fn complete(&mut self, i: usize) -> Vec<u32> {
+        let range = self.first[i] as usize..self.first[i + 1] as usize;
+        let mut ready = Vec::new();
+        for &j in &self.dependents[range] {
+            self.waiting[j as usize] -= 1;
+            if self.waiting[j as usize] == 0 {
+                ready.push(j);
+            }
+        }
+        ready
     }
 }
 

@@ -35,11 +35,12 @@ pub struct RcSender {
 }
 
 impl RcSender {
-    /// A WRITE of `size` bytes (at least 1) in packets of `mtu` bytes.
+    /// A WRITE of `size` bytes in packets of `mtu` bytes. A zero-length WRITE (legal in
+    /// verbs) is one packet without payload.
     pub fn new(size: u64, mtu: u32, ack_every: u32) -> Self {
-        assert!(size > 0 && mtu > 0);
-        let packets =
-            u32::try_from(size.div_ceil(mtu as u64)).expect("message of more than 2^32 packets");
+        assert!(mtu > 0);
+        let packets = u32::try_from(size.div_ceil(mtu as u64).max(1))
+            .expect("message of more than 2^32 packets");
         RcSender {
             size,
             mtu,

@@ -1,9 +1,11 @@
 //! The InfiniBand simulation: state arenas, the event enum and its handlers.
 
 use super::config::IbConfig;
-use crate::driver::{self, deadlock_hop, CaptureFilter, EventDriven, WaitGraph, Wire};
+use crate::driver::{
+    self, deadlock_hop, CaptureFilter, Dependencies, EventDriven, WaitGraph, Wire,
+};
 use crate::report::{Deadlock, FlowResult, PortResult, RunReport};
-use crate::workload::Message;
+use crate::workload::{Message, Workload};
 use fabricsim_core::engine::EventQueue;
 use fabricsim_core::proto::credit::{CreditReceiver, CreditSender};
 use fabricsim_core::proto::ibcc::CcState;
@@ -167,6 +169,17 @@ struct Flow {
     delivered_bytes: u64,
     finish: Option<Time>,
     acked: Option<Time>,
+    /// When the message could start: its start time, or later once its dependencies
+    /// completed.
+    started: Time,
+    /// The message before this one on its connection.
+    follows: Option<u32>,
+    /// Every packet has been handed to the wire at least once.
+    injected: bool,
+    /// A posted message waiting for this one to be injected.
+    successor: Option<u32>,
+    /// The message this one's connection moved on to.
+    handed_to: Option<u32>,
 }
 
 /// A packet as it left its source HCA.
@@ -196,6 +209,7 @@ pub struct Simulation {
     ports: Vec<PortState>,
     hcas: Vec<Hca>,
     flows: Vec<Flow>,
+    deps: Dependencies,
     flows_acked: usize,
     stop_at: Option<Time>,
     stopped_by_time: bool,
@@ -218,7 +232,7 @@ impl Simulation {
     pub fn new(
         cfg: IbConfig,
         topo: Topology,
-        messages: &[Message],
+        workload: &Workload,
         stop_at: Option<Time>,
     ) -> Result<Self, String> {
         let routes = Routes::minimal(&topo)?;
@@ -274,13 +288,17 @@ impl Simulation {
             })
             .collect();
         let mut queue = EventQueue::new();
+        let messages = &workload.messages;
+        let deps = Dependencies::new(&workload.after);
         let flows = messages
             .iter()
             .enumerate()
             .map(|(i, m)| {
                 let sender = RcSender::new(m.size, cfg.mtu, cfg.ack_every);
                 let receiver = RcReceiver::new(sender.packets(), cfg.ack_every);
-                queue.schedule(m.start + cfg.hca_tx_latency, Event::Post { flow: i as u32 });
+                if deps.is_ready(i) {
+                    queue.schedule(m.start + cfg.hca_tx_latency, Event::Post { flow: i as u32 });
+                }
                 Flow {
                     msg: *m,
                     vl: cfg.sl_to_vl[m.sl as usize % 16],
@@ -292,6 +310,11 @@ impl Simulation {
                     delivered_bytes: 0,
                     finish: None,
                     acked: None,
+                    started: m.start,
+                    follows: workload.follows[i],
+                    injected: false,
+                    successor: None,
+                    handed_to: None,
                 }
             })
             .collect();
@@ -309,6 +332,7 @@ impl Simulation {
             ports,
             hcas,
             flows,
+            deps,
             flows_acked: 0,
             stop_at,
             stopped_by_time: false,
@@ -379,12 +403,7 @@ impl Simulation {
                 self.try_transmit(PortId(port));
             }
             Event::DeadlockCheck => self.check_deadlock(),
-            Event::Post { flow } => {
-                let f = &self.flows[flow as usize];
-                let (src, vl) = (f.msg.src, f.vl as usize);
-                self.hcas[src.index()].qps[vl].push_back(flow);
-                self.try_transmit(self.topo.host_port(src));
-            }
+            Event::Post { flow } => self.post(flow),
         }
     }
 
@@ -671,6 +690,7 @@ impl Simulation {
             return Pick::Wait { blocked, wake };
         };
         let hca = &mut self.hcas[host.index()];
+        let mut handoff = None;
         let packet = if let Some(ack) = hca.acks[vl as usize].pop_front() {
             ack
         } else {
@@ -680,6 +700,9 @@ impl Simulation {
             let seg: Segment = flow.sender.next_segment().expect("queued QPs have data");
             if flow.sender.has_more() {
                 qps.push_back(f);
+            } else if !flow.injected {
+                flow.injected = true;
+                handoff = flow.successor.take().map(|j| (f, j));
             }
             let wire = ib::write_packet_len(seg.payload, seg.index == 0) as u32;
             let rate = self.topo.port(port).rate;
@@ -704,6 +727,11 @@ impl Simulation {
                 ack_req: seg.ack_req,
             }
         };
+        if let Some((prev, next)) = handoff {
+            self.inherit(prev, next);
+            let nvl = self.flows[next as usize].vl as usize;
+            self.hcas[host.index()].qps[nvl].push_back(next);
+        }
         self.ports[port.index()].arbiter.charge(packet.blocks());
         self.record(packet, now);
         Pick::Send(packet, None)
@@ -843,6 +871,47 @@ impl Simulation {
         p.queued + downstream + u64::from(p.busy)
     }
 
+    /// A posted WRITE joins its HCA's QP list, unless it follows one on its connection
+    /// that has not handed all its packets to the wire yet (then it starts when that one
+    /// has, see `pick_hca`).
+    fn post(&mut self, flow: u32) {
+        if let Some(prev) = self.flows[flow as usize].follows {
+            if !self.flows[prev as usize].injected {
+                self.flows[prev as usize].successor = Some(flow);
+                return;
+            }
+            self.inherit(prev, flow);
+        }
+        let f = &self.flows[flow as usize];
+        let (src, vl) = (f.msg.src, f.vl as usize);
+        self.hcas[src.index()].qps[vl].push_back(flow);
+        self.try_transmit(self.topo.host_port(src));
+    }
+
+    /// A message continuing `prev`'s connection takes over its congestion-control state;
+    /// BECNs for `prev` reach it from now on.
+    fn inherit(&mut self, prev: u32, next: u32) {
+        let (cc, t) = {
+            let p = &mut self.flows[prev as usize];
+            p.handed_to = Some(next);
+            (p.cc.clone(), p.next_allowed)
+        };
+        let n = &mut self.flows[next as usize];
+        n.cc = cc;
+        n.next_allowed = n.next_allowed.max(t);
+    }
+
+    /// A message completed at its receiver at `at`: posts the messages that waited only
+    /// for it (at their start time if that is later).
+    fn release_dependents(&mut self, flow: u32, at: Time) {
+        for j in self.deps.complete(flow as usize) {
+            let f = &mut self.flows[j as usize];
+            f.started = f.msg.start.max(at);
+            self.queue
+                .schedule(f.started + self.cfg.hca_tx_latency, Event::Post { flow: j });
+        }
+    }
+
     /// A packet reached host `h`.
     fn deliver(&mut self, h: HostId, pkt: Packet, now: Time) {
         let flow = &mut self.flows[pkt.flow as usize];
@@ -880,13 +949,21 @@ impl Simulation {
                 if let Some(index) = receipt.ack {
                     hca.acks[pkt.vl as usize].push_back(reply(Kind::Ack, index));
                 }
+                if receipt.complete {
+                    self.release_dependents(pkt.flow, now + self.cfg.hca_rx_latency);
+                }
             }
             Kind::Ack | Kind::Becn => {
                 if pkt.kind == Kind::Becn {
+                    let mut current = pkt.flow;
+                    while let Some(next) = self.flows[current as usize].handed_to {
+                        current = next;
+                    }
                     if let Some(cc) = &self.cfg.congestion_control {
-                        flow.cc.on_becn(now, &cc.source);
+                        self.flows[current as usize].cc.on_becn(now, &cc.source);
                     }
                 }
+                let flow = &mut self.flows[pkt.flow as usize];
                 if flow.sender.on_ack(pkt.index) {
                     flow.acked = Some(now);
                     self.flows_acked += 1;
@@ -974,6 +1051,7 @@ impl Simulation {
                 finish: f.finish,
                 acked: f.acked,
                 delivered_bytes: f.delivered_bytes,
+                start: f.started,
                 ..FlowResult::new(&f.msg, self.ideal_fct(&f.msg))
             })
             .collect();

@@ -1,9 +1,11 @@
 //! The RoCEv2 simulation: state arenas, the event enum and its handlers.
 
 use super::config::RoceConfig;
-use crate::driver::{self, deadlock_hop, CaptureFilter, EventDriven, WaitGraph, Wire};
+use crate::driver::{
+    self, deadlock_hop, CaptureFilter, Dependencies, EventDriven, WaitGraph, Wire,
+};
 use crate::report::{Deadlock, DeadlockHop, FlowResult, PortResult, RunReport};
-use crate::workload::Message;
+use crate::workload::{Message, Workload};
 use fabricsim_core::engine::EventQueue;
 use fabricsim_core::proto::dcqcn::Dcqcn;
 use fabricsim_core::proto::ecn::RedParams;
@@ -163,6 +165,17 @@ struct Flow {
     delivered_bytes: u64,
     finish: Option<Time>,
     acked: Option<Time>,
+    /// When the message could start: its start time, or later once its dependencies
+    /// completed.
+    started: Time,
+    /// The message before this one on its connection.
+    follows: Option<u32>,
+    /// Every packet has been handed to the wire at least once.
+    injected: bool,
+    /// A posted message waiting for this one to be injected.
+    successor: Option<u32>,
+    /// The message this one's connection moved on to.
+    handed_to: Option<u32>,
 }
 
 /// A frame as it left its port: packets as they leave their source NIC, PFC frames as
@@ -208,6 +221,7 @@ pub struct Simulation {
     buffers: Vec<SharedBuffer>,
     nics: Vec<Nic>,
     flows: Vec<Flow>,
+    deps: Dependencies,
     flows_acked: usize,
     stop_at: Option<Time>,
     stopped_by_time: bool,
@@ -233,7 +247,7 @@ impl Simulation {
     pub fn new(
         cfg: RoceConfig,
         topo: Topology,
-        messages: &[Message],
+        workload: &Workload,
         stop_at: Option<Time>,
     ) -> Result<Self, String> {
         let routes = Routes::minimal(&topo)?;
@@ -294,16 +308,20 @@ impl Simulation {
                 );
             }
         }
-        if !messages.is_empty() {
+        if !workload.messages.is_empty() {
             queue.schedule(cfg.rate_sample, Event::SampleRates);
         }
+        let messages = &workload.messages;
+        let deps = Dependencies::new(&workload.after);
         let flows = messages
             .iter()
             .enumerate()
             .map(|(i, m)| {
                 let sender = RcSender::new(m.size, cfg.mtu, cfg.ack_every);
                 let receiver = InOrderReceiver::new(sender.packets(), cfg.ack_every);
-                queue.schedule(m.start + cfg.nic_tx_latency, Event::Post { flow: i as u32 });
+                if deps.is_ready(i) {
+                    queue.schedule(m.start + cfg.nic_tx_latency, Event::Post { flow: i as u32 });
+                }
                 let line = topo.port(topo.host_port(m.src)).rate;
                 Flow {
                     msg: *m,
@@ -321,6 +339,11 @@ impl Simulation {
                     delivered_bytes: 0,
                     finish: None,
                     acked: None,
+                    started: m.start,
+                    follows: workload.follows[i],
+                    injected: false,
+                    successor: None,
+                    handed_to: None,
                 }
             })
             .collect();
@@ -334,6 +357,7 @@ impl Simulation {
             ports,
             buffers,
             flows,
+            deps,
             flows_acked: 0,
             stop_at,
             stopped_by_time: false,
@@ -495,14 +519,7 @@ impl Simulation {
                 self.try_transmit(PortId(port));
             }
             Event::Arrival { port } => self.arrive(PortId(port)),
-            Event::Post { flow } => {
-                let f = &mut self.flows[flow as usize];
-                f.queued = true;
-                f.last_progress = now;
-                let src = f.msg.src;
-                self.nics[src.index()].qps.push_back(flow);
-                self.try_transmit(self.topo.host_port(src));
-            }
+            Event::Post { flow } => self.post(flow, now),
             Event::Timeout { flow } => self.on_timeout(flow, now),
             Event::PauseRefresh { port } => {
                 let p = &mut self.ports[port as usize];
@@ -835,10 +852,15 @@ impl Simulation {
         let flow = &mut self.flows[f as usize];
         let retransmission = flow.sender.is_retransmission(flow.sender.sent());
         let seg = flow.sender.next_segment().expect("queued QPs have data");
+        let mut handoff = None;
         if flow.sender.has_more() {
             nic.qps.push_back(f);
         } else {
             flow.queued = false;
+            if !flow.injected {
+                flow.injected = true;
+                handoff = flow.successor.take();
+            }
         }
         if flow.sender.sent() == seg.index + 1 && seg.index == flow.sender.acked() {
             flow.last_progress = now;
@@ -864,6 +886,10 @@ impl Simulation {
         self.peak_packets_in_flight = self.peak_packets_in_flight.max(self.packets_in_flight);
         if arm {
             self.arm_timeout(f, now + self.cfg.rto());
+        }
+        if let Some(next) = handoff {
+            self.inherit(f, next);
+            self.activate(next, now);
         }
         Ok(Packet {
             flow: f,
@@ -1022,6 +1048,64 @@ impl Simulation {
         true
     }
 
+    /// A posted WRITE joins its NIC's QP list, unless it follows one on its connection
+    /// that has not handed all its packets to the wire yet (then it starts when that one
+    /// has, see `pick_nic`).
+    fn post(&mut self, flow: u32, now: Time) {
+        if let Some(prev) = self.flows[flow as usize].follows {
+            if !self.flows[prev as usize].injected {
+                self.flows[prev as usize].successor = Some(flow);
+                return;
+            }
+            self.inherit(prev, flow);
+        }
+        self.activate(flow, now);
+        let src = self.flows[flow as usize].msg.src;
+        self.try_transmit(self.topo.host_port(src));
+    }
+
+    /// Puts a message on its NIC's round-robin list.
+    fn activate(&mut self, flow: u32, now: Time) {
+        let f = &mut self.flows[flow as usize];
+        f.queued = true;
+        f.last_progress = now;
+        let src = f.msg.src;
+        self.nics[src.index()].qps.push_back(flow);
+    }
+
+    /// A message continuing `prev`'s connection takes over its DCQCN state and pacing;
+    /// CNPs for `prev` reach it from now on.
+    fn inherit(&mut self, prev: u32, next: u32) {
+        let (rp, t) = {
+            let p = &mut self.flows[prev as usize];
+            p.handed_to = Some(next);
+            (p.rp.clone(), p.next_allowed)
+        };
+        let n = &mut self.flows[next as usize];
+        n.rp = rp;
+        n.next_allowed = n.next_allowed.max(t);
+    }
+
+    /// The message now sending on `flow`'s connection (itself, or a later one it handed
+    /// over to).
+    fn current_on_connection(&self, mut flow: u32) -> u32 {
+        while let Some(next) = self.flows[flow as usize].handed_to {
+            flow = next;
+        }
+        flow
+    }
+
+    /// A message completed at its receiver at `at`: posts the messages that waited only
+    /// for it (at their start time if that is later).
+    fn release_dependents(&mut self, flow: u32, at: Time) {
+        for j in self.deps.complete(flow as usize) {
+            let f = &mut self.flows[j as usize];
+            f.started = f.msg.start.max(at);
+            self.queue
+                .schedule(f.started + self.cfg.nic_tx_latency, Event::Post { flow: j });
+        }
+    }
+
     /// A packet reached host `h`'s NIC.
     fn deliver(&mut self, h: HostId, pkt: Packet, now: Time) {
         if self.nics[h.index()].stalled {
@@ -1052,6 +1136,7 @@ impl Simulation {
                     in_port: u32::MAX,
                 };
                 let mut out: [Option<Packet>; 2] = [None, None];
+                let mut just_completed = false;
                 // NP: a CE mark earns a CNP, at most one per flow per interval.
                 if let (true, Some(interval)) = (pkt.ce, cnp_interval) {
                     if flow.last_cnp.is_none_or(|t| now >= t + interval) {
@@ -1065,6 +1150,7 @@ impl Simulation {
                         flow.delivered_bytes += pkt.payload as u64;
                         if complete {
                             flow.finish = Some(now + self.cfg.nic_rx_latency);
+                            just_completed = true;
                         }
                         out[1] = ack.map(|i| reply(Kind::Ack, i, ack_len));
                     }
@@ -1080,9 +1166,13 @@ impl Simulation {
                         out[1] = ack.map(|i| reply(Kind::Ack, i, ack_len));
                     }
                 }
+                let completed = flow.finish;
                 let nic = &mut self.nics[h.index()];
                 nic.control.extend(out.into_iter().flatten());
                 self.try_transmit(self.topo.host_port(h));
+                if let (Some(at), true) = (completed, just_completed) {
+                    self.release_dependents(fid, at);
+                }
             }
             Kind::Ack | Kind::Nak => {
                 let flow = &mut self.flows[fid as usize];
@@ -1107,6 +1197,7 @@ impl Simulation {
                 }
             }
             Kind::Cnp => {
+                let fid = self.current_on_connection(fid);
                 let Some(d) = &self.cfg.dcqcn else { return };
                 let flow = &mut self.flows[fid as usize];
                 flow.rp.advance(now, &d.params);
@@ -1244,6 +1335,7 @@ impl Simulation {
                 finish: f.finish,
                 acked: f.acked,
                 delivered_bytes: f.delivered_bytes,
+                start: f.started,
                 ..FlowResult::new(&f.msg, self.ideal_fct(&f.msg))
             })
             .collect();

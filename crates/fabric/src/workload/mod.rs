@@ -1,11 +1,16 @@
-//! Traffic kinds turned into messages. Every random choice comes from a ChaCha generator
-//! seeded by the scenario seed and the traffic entry's position, so adding an entry does
-//! not change the draws of the others.
+//! Traffic kinds turned into a [`Workload`]: messages, and the messages each must wait
+//! for. Every random choice comes from a ChaCha generator seeded by the scenario seed and
+//! the traffic entry's position, so adding an entry does not change the draws of the
+//! others. Collectives expand into message graphs in [`collective`].
 
+pub mod collective;
+
+pub use collective::{Collective, CollectiveAlgorithm, CollectiveOp};
 use fabricsim_core::units::{HostId, Time};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use std::ops::Range;
 
 /// One RDMA WRITE from `src` to `dst`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,12 +53,57 @@ pub enum Traffic {
         source: String,
         messages: Vec<Message>,
     },
+    /// A collective over ranks, expanded into dependent messages.
+    Collective(Collective),
 }
 
-/// Expands traffic entries into messages, in entry order.
-pub fn messages(traffic: &[Traffic], seed: u64) -> Vec<Message> {
-    let mut out = Vec::new();
+/// Messages and the order among them: message `i` is posted at its start, or once every
+/// message in `after[i]` has completed at its receiver, whichever is later. A message
+/// that `follows` another shares its connection (QP): it starts sending only once that
+/// one has handed all its packets to the wire, as work requests on one QP do.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Workload {
+    pub messages: Vec<Message>,
+    pub after: Vec<Vec<u32>>,
+    pub follows: Vec<Option<u32>>,
+    /// The collectives, each with the range of its messages.
+    pub collectives: Vec<(Collective, Range<u32>)>,
+}
+
+impl Workload {
+    /// Independent messages (no dependencies).
+    pub fn independent(messages: Vec<Message>) -> Self {
+        Workload {
+            after: vec![Vec::new(); messages.len()],
+            follows: vec![None; messages.len()],
+            messages,
+            collectives: Vec::new(),
+        }
+    }
+
+    /// Appends a message that waits for `after` and, on its connection, `follows`;
+    /// returns its index.
+    pub fn push(&mut self, m: Message, after: Vec<u32>, follows: Option<u32>) -> u32 {
+        self.messages.push(m);
+        self.after.push(after);
+        self.follows.push(follows);
+        self.messages.len() as u32 - 1
+    }
+}
+
+/// Expands traffic entries into a workload, in entry order.
+pub fn build(traffic: &[Traffic], seed: u64) -> Workload {
+    let mut w = Workload::default();
     for (i, t) in traffic.iter().enumerate() {
+        if let Traffic::Collective(c) = t {
+            let first = w.messages.len() as u32;
+            collective::expand(c, &mut w);
+            let end = w.messages.len() as u32;
+            w.collectives.push((c.clone(), first..end));
+            continue;
+        }
+        let out = &mut w.messages;
+        let before = out.len();
         match t {
             Traffic::Flow {
                 src,
@@ -100,9 +150,13 @@ pub fn messages(traffic: &[Traffic], seed: u64) -> Vec<Message> {
                 }));
             }
             Traffic::Listed { messages, .. } => out.extend_from_slice(messages),
+            Traffic::Collective(_) => unreachable!("expanded above"),
         }
+        let added = w.messages.len() - before;
+        w.after.extend(std::iter::repeat_n(Vec::new(), added));
+        w.follows.extend(std::iter::repeat_n(None, added));
     }
-    out
+    w
 }
 
 /// A uniformly random derangement of `hosts` by rejection (about e draws on average).
@@ -130,9 +184,9 @@ mod tests {
             start: Time::ZERO,
             sl: 0,
         }];
-        let a = messages(&t, 1);
-        assert_eq!(a, messages(&t, 1), "same seed, same pairs");
-        assert_ne!(a, messages(&t, 2), "another seed draws other pairs");
+        let a = build(&t, 1).messages;
+        assert_eq!(a, build(&t, 1).messages, "same seed, same pairs");
+        assert_ne!(a, build(&t, 2).messages, "another seed draws other pairs");
         let mut dsts: Vec<u32> = a.iter().map(|m| m.dst.0).collect();
         assert!(a.iter().all(|m| m.src != m.dst));
         dsts.sort();

@@ -1,0 +1,158 @@
+//! `fabricsim collective`: a message-size sweep of one collective, printed the way
+//! nccl-tests prints it.
+
+use crate::experiment;
+use crate::results::{collective_results, CollectiveResult};
+use crate::scenario::Scenario;
+use fabricsim_core::units::{HostId, Time};
+use fabricsim_fabric::workload::collective::DEFAULT_CHUNK;
+use fabricsim_fabric::workload::{Collective, CollectiveAlgorithm, CollectiveOp, Traffic};
+use std::fmt::Write as _;
+
+/// nccl-tests' size syntax: a number with an optional K, M or G suffix (powers of 1024).
+pub fn parse_size(flag: &str, text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (num, mult) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&t[..t.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("{flag} {text}: expected a positive size like 8, 64K, 8M or 1G"))
+}
+
+/// The sizes from `begin` to `end`, multiplying by `factor`.
+pub fn sizes(begin: u64, end: u64, factor: u64) -> Result<Vec<u64>, String> {
+    if end < begin {
+        return Err(format!("-e {end} is below -b {begin}"));
+    }
+    if factor < 2 {
+        return Err(format!("-f {factor}: the factor must be at least 2"));
+    }
+    let mut out = vec![begin];
+    while let Some(next) = out.last().and_then(|s| s.checked_mul(factor)) {
+        if next > end {
+            break;
+        }
+        out.push(next);
+    }
+    Ok(out)
+}
+
+/// The collective the sweep runs: the scenario's first collective entry (or an
+/// all-reduce over every host), with `op` and `algorithm` overriding it.
+pub fn template(
+    scenario: &Scenario,
+    op: Option<&str>,
+    algorithm: Option<&str>,
+) -> Result<Collective, String> {
+    let mut c = scenario
+        .traffic
+        .iter()
+        .find_map(|t| match t {
+            Traffic::Collective(c) => Some(c.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| Collective {
+            op: CollectiveOp::AllReduce,
+            algorithm: CollectiveAlgorithm::Ring,
+            ranks: (0..scenario.host_count()).map(HostId).collect(),
+            size: 1,
+            start: Time::ZERO,
+            channels: 1,
+            chunk: DEFAULT_CHUNK,
+            sl: 0,
+            root: 0,
+        });
+    if let Some(o) = op {
+        c.op = CollectiveOp::parse(o)
+            .ok_or_else(|| format!("--op {o}: expected one of {:?}", CollectiveOp::NAMES))?;
+        if algorithm.is_none() {
+            c.algorithm = c.op.default_algorithm();
+        }
+    }
+    if let Some(a) = algorithm {
+        c.algorithm = CollectiveAlgorithm::parse(a).ok_or_else(|| {
+            format!(
+                "--algorithm {a}: expected one of {:?}",
+                CollectiveAlgorithm::NAMES
+            )
+        })?;
+    }
+    c.validate().map_err(|m| format!("collective: {m}"))?;
+    Ok(c)
+}
+
+/// Runs the collective alone on the scenario's fabric at each size.
+pub fn run(
+    scenario: &Scenario,
+    c: &Collective,
+    sizes: &[u64],
+) -> Result<Vec<CollectiveResult>, String> {
+    let mut out = Vec::with_capacity(sizes.len());
+    for &size in sizes {
+        let s = Scenario {
+            traffic: vec![Traffic::Collective(Collective { size, ..c.clone() })],
+            ..scenario.clone()
+        };
+        let outcome = experiment::run(&s, None, true)?;
+        out.extend(collective_results(&outcome));
+    }
+    Ok(out)
+}
+
+/// The nccl-tests table: size and count (float elements), type, redop, root, time (us),
+/// algbw and busbw (GB/s).
+pub fn table(c: &Collective, rows: &[CollectiveResult]) -> String {
+    let mut s = format!(
+        "# fabricsim collective: {} ({}), {} ranks, {} channel(s)\n#\n# {:>12} {:>12} {:>8} {:>6} {:>6} {:>10} {:>8} {:>8}\n# {:>12} {:>12} {:>8} {:>6} {:>6} {:>10} {:>8} {:>8}\n",
+        c.op.name(),
+        c.algorithm.name(),
+        c.ranks.len(),
+        c.channels,
+        "size", "count", "type", "redop", "root", "time", "algbw", "busbw",
+        "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)"
+    );
+    let root = if c.op == CollectiveOp::Broadcast {
+        c.root as i64
+    } else {
+        -1
+    };
+    for r in rows {
+        let fmt =
+            |v: Option<f64>, prec: usize| v.map_or("n/a".to_string(), |x| format!("{x:.prec$}"));
+        let _ = writeln!(
+            s,
+            "  {:>12} {:>12} {:>8} {:>6} {:>6} {:>10} {:>8} {:>8}",
+            r.size,
+            r.size / 4,
+            "float",
+            c.op.redop(),
+            root,
+            fmt(r.time_ns.map(|t| t / 1e3), 2),
+            fmt(r.algbw_gbps, 2),
+            fmt(r.busbw_gbps, 2)
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_follow_nccl_tests_flags() {
+        assert_eq!(parse_size("-e", "8G").unwrap(), 8 << 30);
+        assert_eq!(parse_size("-b", "64K").unwrap(), 65536);
+        assert!(parse_size("-b", "0").is_err());
+        assert!(parse_size("-b", "8X").unwrap_err().contains("-b 8X"));
+        assert_eq!(sizes(8, 128, 2).unwrap(), vec![8, 16, 32, 64, 128]);
+        assert_eq!(sizes(8, 100, 4).unwrap(), vec![8, 32]);
+        assert!(sizes(8, 4, 2).is_err());
+    }
+}

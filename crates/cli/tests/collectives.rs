@@ -1,0 +1,228 @@
+//! Collectives: ring and halving-doubling all-reduce against their analytic times on both
+//! fabrics, all-to-all under oversubscription, the tree's latency advantage, and the
+//! nccl-tests sweep on the command line.
+
+mod common;
+use common::scenario;
+use fabricsim::experiment;
+use fabricsim::results::{collective_results, CollectiveResult};
+use fabricsim::scenario::{FabricKind, Scenario};
+use fabricsim_core::units::Time;
+use fabricsim_core::wire::{ib, roce};
+
+fn run(s: &Scenario) -> CollectiveResult {
+    let out = experiment::run(s, None, false).unwrap();
+    let r = collective_results(&out);
+    assert_eq!(r.len(), 1);
+    r[0].clone()
+}
+
+fn single_switch(fabric: &str, hosts: u32, traffic: &str) -> Scenario {
+    scenario(&format!(
+        "[fabric]\nkind = \"{fabric}\"\nlink_rate = \"400Gbps\"\n[topology]\nkind = \"single-switch\"\nhosts = {hosts}\n[[traffic]]\nkind = \"collective\"\n{traffic}\n"
+    ))
+}
+
+/// Payload bytes per second of a 400 Gb/s link with full MTU packets, and the latency of
+/// one step: both endpoints' fixed latencies, two links, the switch latency and the
+/// switch's store-and-forward of one packet.
+fn link_model(s: &Scenario) -> (f64, Time) {
+    let rate = s.link_rate;
+    let (frame, endpoints, switch) = match s.fabric {
+        FabricKind::Infiniband => (
+            ib::write_packet_len(4096, false) as u64,
+            s.ib.hca_tx_latency + s.ib.hca_rx_latency,
+            s.ib.switch_latency,
+        ),
+        FabricKind::Rocev2 => (
+            roce::write_frame_len(s.roce.ip, 4096, false) as u64,
+            s.roce.nic_tx_latency + s.roce.nic_rx_latency,
+            s.roce.switch_latency,
+        ),
+    };
+    let payload_rate = rate.bps() as f64 / 8.0 * 4096.0 / frame as f64;
+    let step = endpoints + s.link_delay * 2 + switch + rate.serialization(frame);
+    (payload_rate, step)
+}
+
+fn assert_close(got: f64, expected: f64, tolerance: f64, what: &str) {
+    let err = (got - expected).abs() / expected;
+    assert!(
+        err < tolerance,
+        "{what}: {got:.1} vs analytic {expected:.1} ({:.2} % off)",
+        err * 100.0
+    );
+}
+
+#[test]
+fn ring_all_reduce_matches_2_n_minus_1_over_n_s_over_b_on_both_fabrics() {
+    let (n, size) = (8u32, 64u64 << 20);
+    for fabric in ["infiniband", "rocev2"] {
+        let s = single_switch(
+            fabric,
+            n,
+            &format!("op = \"all-reduce\"\nsize = \"{size}B\""),
+        );
+        let r = run(&s);
+        let (b, step) = link_model(&s);
+        let steps = 2.0 * (n as f64 - 1.0);
+        let expected_ns = steps / n as f64 * size as f64 / b * 1e9 + steps * step.ps() as f64 / 1e3;
+        assert_close(
+            r.time_ns.unwrap(),
+            expected_ns,
+            0.03,
+            &format!("{fabric} ring time (ns)"),
+        );
+        // busbw is the link's payload rate (GB/s).
+        assert_close(
+            r.busbw_gbps.unwrap(),
+            b / 1e9,
+            0.03,
+            &format!("{fabric} busbw (GB/s)"),
+        );
+    }
+}
+
+#[test]
+fn halving_doubling_all_reduce_matches_its_analytic_time() {
+    let (n, size) = (8u32, 32u64 << 20);
+    let s = single_switch(
+        "infiniband",
+        n,
+        &format!("op = \"all-reduce\"\nalgorithm = \"halving-doubling\"\nsize = \"{size}B\""),
+    );
+    let r = run(&s);
+    let (b, step) = link_model(&s);
+    // Each rank sends (n-1)/n of the buffer twice, in 2 log2(n) steps of one exchange each.
+    let expected_ns = 2.0 * (n as f64 - 1.0) / n as f64 * size as f64 / b * 1e9
+        + 2.0 * 3.0 * step.ps() as f64 / 1e3;
+    assert_close(
+        r.time_ns.unwrap(),
+        expected_ns,
+        0.03,
+        "halving-doubling time (ns)",
+    );
+}
+
+#[test]
+fn all_to_all_slows_by_the_oversubscription_of_the_uplinks() {
+    // 16 hosts on 4 leaves and one spine. Non-blocking: 1600 Gb/s uplinks; oversubscribed
+    // 4:1: 400 Gb/s. Non-blocking, each NIC sends (n-1)/n of the buffer S; oversubscribed,
+    // each leaf's uplink carries the (L-1)/L of its hosts' data bound off-leaf:
+    // ratio = r x ((L-1)/L) / ((n-1)/n), which tends to r as leaves grow.
+    // The fabric must really be non-blocking in the first case: InfiniBand with 128 KiB VL
+    // buffers (with the default 64 KiB, credit head-of-line blocking at the leaves'
+    // spine-facing inputs costs about 12 %), RoCEv2 without congestion control.
+    let fabrics = [
+        "kind = \"infiniband\"\n[fabric.infiniband]\nvl_buffer = \"128KiB\"",
+        "kind = \"rocev2\"\n[fabric.rocev2]\ncongestion_control = \"none\"",
+    ];
+    for fabric in fabrics {
+        let text = |uplink: &str| {
+            format!("[fabric]\n{fabric}\n[topology]\nkind = \"leaf-spine\"\nhosts = 16\nleaves = 4\nspines = 1\nuplink_rate = \"{uplink}\"\n[[traffic]]\nkind = \"collective\"\nop = \"all-to-all\"\nsize = \"16MiB\"\n")
+        };
+        let fast = run(&scenario(&text("1600Gbps"))).time_ns.unwrap();
+        let slow = run(&scenario(&text("400Gbps"))).time_ns.unwrap();
+        let (r, l, n) = (4.0, 4.0, 16.0);
+        let expected = r * ((l - 1.0) / l) / ((n - 1.0) / n);
+        assert_close(
+            slow / fast,
+            expected,
+            0.05,
+            &format!("{fabric}: oversubscribed / non-blocking time"),
+        );
+    }
+}
+
+#[test]
+fn tree_beats_ring_on_small_messages() {
+    // 16 ranks, 8 KiB: the ring takes 2(n-1) = 30 dependent steps, the tree about
+    // 2 log2(n) = 8, so the tree finishes first.
+    let text = |alg: &str| format!("op = \"all-reduce\"\nalgorithm = \"{alg}\"\nsize = \"8KiB\"");
+    let ring = run(&single_switch("infiniband", 16, &text("ring")))
+        .time_ns
+        .unwrap();
+    let tree = run(&single_switch("infiniband", 16, &text("tree")))
+        .time_ns
+        .unwrap();
+    assert!(tree < ring / 2.0, "tree {tree:.0} ns vs ring {ring:.0} ns");
+}
+
+#[test]
+fn every_op_completes_and_moves_its_bytes_on_both_fabrics() {
+    for fabric in ["infiniband", "rocev2"] {
+        for (op, alg) in [
+            ("reduce-scatter", "ring"),
+            ("all-gather", "ring"),
+            ("all-to-all", "direct"),
+            ("broadcast", "ring"),
+            ("all-reduce", "tree"),
+            ("all-gather", "halving-doubling"),
+        ] {
+            let s = single_switch(
+                fabric,
+                8,
+                &format!("op = \"{op}\"\nalgorithm = \"{alg}\"\nsize = \"4MiB\"\nchannels = 2"),
+            );
+            let out = experiment::run(&s, None, false).unwrap();
+            assert!(
+                out.report.flows.iter().all(|f| f.finish.is_some()),
+                "{fabric} {op}"
+            );
+            let r = &collective_results(&out)[0];
+            assert!(r.busbw_gbps.unwrap() > 0.0);
+        }
+    }
+}
+
+#[test]
+fn collective_command_prints_the_nccl_tests_table() {
+    let d = std::env::temp_dir().join(format!("fabricsim-coll-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let f = d.join("c.toml");
+    std::fs::write(&f, "[topology]\nkind = \"single-switch\"\nhosts = 4\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fabricsim"))
+        .args([
+            "collective",
+            f.to_str().unwrap(),
+            "-b",
+            "8",
+            "-e",
+            "1M",
+            "-f",
+            "4",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    // 8, 32, ..., 512K: 9 sizes.
+    assert_eq!(rows.len(), 9, "{text}");
+    assert!(
+        rows[0].split_whitespace().collect::<Vec<_>>()[..5] == ["8", "2", "float", "sum", "-1"]
+    );
+    // Bus bandwidth grows with size.
+    let busbw: Vec<f64> = rows
+        .iter()
+        .map(|r| r.split_whitespace().last().unwrap().parse().unwrap())
+        .collect();
+    assert!(busbw.windows(2).all(|w| w[1] >= w[0]), "{busbw:?}");
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_fabricsim"))
+        .args([
+            "collective",
+            f.to_str().unwrap(),
+            "--op",
+            "all-to-all",
+            "--algorithm",
+            "ring",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("does not apply"));
+}

@@ -1,0 +1,489 @@
+//! Collectives as message graphs, in the way NCCL runs them: each step is an RDMA WRITE
+//! from one rank to another, posted once the data it carries has arrived (and, as on one
+//! connection, after the sender's previous message to that peer). Congestion and
+//! stragglers therefore delay everything downstream. Reductions are taken to be free
+//! (GPU reduction kernels overlap the transfers).
+//!
+//! `size` follows nccl-tests: the buffer of all-reduce and broadcast, the whole output of
+//! all-gather, the whole input of reduce-scatter, the send buffer of all-to-all.
+
+use super::{Message, Workload};
+use fabricsim_core::units::{HostId, Time};
+
+/// A collective operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CollectiveOp {
+    AllReduce,
+    ReduceScatter,
+    AllGather,
+    AllToAll,
+    Broadcast,
+}
+
+impl CollectiveOp {
+    pub const NAMES: [&'static str; 5] = [
+        "all-reduce",
+        "reduce-scatter",
+        "all-gather",
+        "all-to-all",
+        "broadcast",
+    ];
+    const ALL: [CollectiveOp; 5] = [
+        CollectiveOp::AllReduce,
+        CollectiveOp::ReduceScatter,
+        CollectiveOp::AllGather,
+        CollectiveOp::AllToAll,
+        CollectiveOp::Broadcast,
+    ];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        let i = Self::NAMES.iter().position(|n| *n == s)?;
+        Some(Self::ALL[i])
+    }
+
+    pub fn name(self) -> &'static str {
+        Self::NAMES[Self::ALL.iter().position(|o| *o == self).expect("listed")]
+    }
+
+    /// nccl-tests' bus-bandwidth factor for `n` ranks: busbw = algbw x factor
+    /// (nccl-tests doc/PERFORMANCE.md).
+    pub fn bus_factor(self, n: u32) -> f64 {
+        let n = n as f64;
+        match self {
+            CollectiveOp::AllReduce => 2.0 * (n - 1.0) / n,
+            CollectiveOp::ReduceScatter | CollectiveOp::AllGather | CollectiveOp::AllToAll => {
+                (n - 1.0) / n
+            }
+            CollectiveOp::Broadcast => 1.0,
+        }
+    }
+
+    /// The algorithm used when the scenario names none.
+    pub fn default_algorithm(self) -> CollectiveAlgorithm {
+        match self {
+            CollectiveOp::AllToAll => CollectiveAlgorithm::Direct,
+            _ => CollectiveAlgorithm::Ring,
+        }
+    }
+
+    /// nccl-tests' redop column: "sum" for reductions, "none" otherwise.
+    pub fn redop(self) -> &'static str {
+        match self {
+            CollectiveOp::AllReduce | CollectiveOp::ReduceScatter => "sum",
+            _ => "none",
+        }
+    }
+}
+
+/// How a collective's data moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CollectiveAlgorithm {
+    /// Ranks in a ring, each sending to the next (every op but all-to-all; broadcast is a
+    /// pipelined chain from the root).
+    Ring,
+    /// NCCL's double binary tree: two trees, each carrying half the data, reduce up and
+    /// broadcast down, pipelined in chunks (all-reduce).
+    Tree,
+    /// Recursive halving then doubling (Rabenseifner) over a power-of-two number of ranks
+    /// (all-reduce, reduce-scatter, all-gather).
+    HalvingDoubling,
+    /// Every rank sends to every other at once (all-to-all).
+    Direct,
+}
+
+impl CollectiveAlgorithm {
+    pub const NAMES: [&'static str; 4] = ["ring", "tree", "halving-doubling", "direct"];
+    const ALL: [CollectiveAlgorithm; 4] = [
+        CollectiveAlgorithm::Ring,
+        CollectiveAlgorithm::Tree,
+        CollectiveAlgorithm::HalvingDoubling,
+        CollectiveAlgorithm::Direct,
+    ];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        let i = Self::NAMES.iter().position(|n| *n == s)?;
+        Some(Self::ALL[i])
+    }
+
+    pub fn name(self) -> &'static str {
+        Self::NAMES[Self::ALL.iter().position(|a| *a == self).expect("listed")]
+    }
+}
+
+/// NCCL's pipelining unit for the Simple protocol: a 4 MiB buffer in 8 steps
+/// (NCCL_BUFFSIZE and NCCL_STEPS defaults), so 512 KiB.
+pub const DEFAULT_CHUNK: u64 = 512 << 10;
+
+/// A collective over `ranks` (hosts, in ring order).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Collective {
+    pub op: CollectiveOp,
+    pub algorithm: CollectiveAlgorithm,
+    pub ranks: Vec<HostId>,
+    pub size: u64,
+    pub start: Time,
+    /// Independent copies of the algorithm, each carrying a share of the data on its own
+    /// connections (NCCL channels).
+    pub channels: u32,
+    /// Pipelining unit of ring, tree and broadcast steps.
+    pub chunk: u64,
+    pub sl: u8,
+    /// Broadcast: the root, as an index into `ranks`.
+    pub root: u32,
+}
+
+impl Collective {
+    /// Checks that the algorithm applies to the op and the ranks.
+    pub fn validate(&self) -> Result<(), String> {
+        use CollectiveAlgorithm as A;
+        use CollectiveOp as O;
+        let n = self.ranks.len();
+        if n < 2 {
+            return Err(format!("{n} ranks: a collective needs at least 2"));
+        }
+        let ok = match self.algorithm {
+            A::Ring => self.op != O::AllToAll,
+            A::Tree => self.op == O::AllReduce,
+            A::HalvingDoubling => matches!(self.op, O::AllReduce | O::ReduceScatter | O::AllGather),
+            A::Direct => self.op == O::AllToAll,
+        };
+        if !ok {
+            return Err(format!(
+                "algorithm \"{}\" does not apply to op \"{}\"",
+                self.algorithm.name(),
+                self.op.name()
+            ));
+        }
+        if self.algorithm == A::HalvingDoubling && !n.is_power_of_two() {
+            return Err(format!(
+                "halving-doubling needs a power-of-two number of ranks, not {n}"
+            ));
+        }
+        if self.root as usize >= n {
+            return Err(format!(
+                "root {} is not a rank index (0 to {})",
+                self.root,
+                n - 1
+            ));
+        }
+        if self.channels == 0 || self.chunk == 0 {
+            return Err("channels and chunk must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// `total` split into `parts` near-equal shares (the first `total % parts` one larger).
+fn share(total: u64, parts: u64, i: u64) -> u64 {
+    total / parts + u64::from(i < total % parts)
+}
+
+/// Appends the collective's messages to `w`, dependencies included.
+pub(crate) fn expand(c: &Collective, w: &mut Workload) {
+    for ch in 0..c.channels as u64 {
+        let bytes = share(c.size, c.channels as u64, ch);
+        let mut g = Graph { c, w };
+        match (c.op, c.algorithm) {
+            (CollectiveOp::AllToAll, _) => g.all_to_all(bytes),
+            (CollectiveOp::Broadcast, _) => g.chain(bytes),
+            (_, CollectiveAlgorithm::Tree) => {
+                g.tree(share(bytes, 2, 0), false);
+                g.tree(share(bytes, 2, 1), true);
+            }
+            (_, CollectiveAlgorithm::HalvingDoubling) => g.halving_doubling(bytes),
+            _ => g.ring(bytes),
+        }
+    }
+}
+
+/// Builds one channel's messages.
+struct Graph<'a> {
+    c: &'a Collective,
+    w: &'a mut Workload,
+}
+
+impl Graph<'_> {
+    fn n(&self) -> usize {
+        self.c.ranks.len()
+    }
+
+    fn send(
+        &mut self,
+        from: usize,
+        to: usize,
+        size: u64,
+        after: Vec<u32>,
+        follows: Option<u32>,
+    ) -> u32 {
+        let m = Message {
+            src: self.c.ranks[from],
+            dst: self.c.ranks[to],
+            size,
+            start: self.c.start,
+            sl: self.c.sl,
+        };
+        self.w.push(m, after, follows)
+    }
+
+    /// Pieces a transfer of `bytes` is pipelined in.
+    fn pieces(&self, bytes: u64) -> u64 {
+        bytes.div_ceil(self.c.chunk).max(1)
+    }
+
+    /// Ring steps: all-reduce is n-1 reduce-scatter steps then n-1 all-gather steps, each
+    /// moving one of n blocks to the next rank; reduce-scatter and all-gather are one
+    /// phase. Piece p of step k at rank r waits for piece p of step k-1 to reach r, and
+    /// follows r's previous piece on its connection to r+1.
+    fn ring(&mut self, bytes: u64) {
+        let n = self.n();
+        let steps = match self.c.op {
+            CollectiveOp::AllReduce => 2 * (n - 1),
+            _ => n - 1,
+        };
+        let blocks = n as u64;
+        let pieces = self.pieces(bytes.div_ceil(blocks));
+        // ids[k][r][p]
+        let mut prev: Vec<Vec<u32>> = Vec::new();
+        let mut last_own: Vec<Option<u32>> = vec![None; n];
+        for k in 0..steps {
+            let mut now: Vec<Vec<u32>> = vec![Vec::with_capacity(pieces as usize); n];
+            for r in 0..n {
+                // The block rank r forwards at step k (only its size matters here).
+                let block = ((r + n * 2 - k % n) % n) as u64;
+                let size = share(bytes, blocks, block);
+                for p in 0..pieces {
+                    let after = if k > 0 {
+                        vec![prev[(r + n - 1) % n][p as usize]]
+                    } else {
+                        Vec::new()
+                    };
+                    let id = self.send(r, (r + 1) % n, share(size, pieces, p), after, last_own[r]);
+                    last_own[r] = Some(id);
+                    now[r].push(id);
+                }
+            }
+            prev = now;
+        }
+    }
+
+    /// Broadcast as a pipelined chain from the root along the ring order.
+    fn chain(&mut self, bytes: u64) {
+        let n = self.n();
+        let root = self.c.root as usize;
+        let pieces = self.pieces(bytes);
+        let mut prev: Vec<u32> = Vec::new();
+        for hop in 0..n - 1 {
+            let (from, to) = ((root + hop) % n, (root + hop + 1) % n);
+            let mut now = Vec::with_capacity(pieces as usize);
+            for p in 0..pieces {
+                let after = if hop > 0 {
+                    vec![prev[p as usize]]
+                } else {
+                    Vec::new()
+                };
+                let follows = now.last().copied();
+                now.push(self.send(from, to, share(bytes, pieces, p), after, follows));
+            }
+            prev = now;
+        }
+    }
+
+    /// Every rank sends its `bytes / n` share to every other rank at once.
+    fn all_to_all(&mut self, bytes: u64) {
+        let n = self.n();
+        for r in 0..n {
+            for d in 1..n {
+                let to = (r + d) % n;
+                self.send(r, to, share(bytes, n as u64, to as u64), Vec::new(), None);
+            }
+        }
+    }
+
+    /// Recursive halving (reduce-scatter: at step k exchange half of what is left with the
+    /// rank 2^(L-k-1) away) then recursive doubling (all-gather: the reverse). Each step
+    /// waits for the previous step's data from the previous partner and for the rank's
+    /// own previous send (the data it sends was reduced or gathered by then).
+    fn halving_doubling(&mut self, bytes: u64) {
+        let n = self.n();
+        let levels = n.trailing_zeros() as usize;
+        let blocks = n as u64;
+        let span = |count: u64| count * (bytes / blocks) + count.min(bytes % blocks);
+        // (partner distance, blocks sent) per step.
+        let mut steps: Vec<(usize, u64)> = Vec::new();
+        if self.c.op != CollectiveOp::AllGather {
+            steps.extend((0..levels).map(|k| (n >> (k + 1), (n >> (k + 1)) as u64)));
+        }
+        if self.c.op != CollectiveOp::ReduceScatter {
+            steps.extend((0..levels).map(|k| (1 << k, 1u64 << k)));
+        }
+        let mut prev: Vec<u32> = Vec::new();
+        let mut prev_distance = 0;
+        for (distance, count) in steps {
+            let now: Vec<u32> = (0..n)
+                .map(|r| {
+                    let mut after = Vec::with_capacity(2);
+                    if !prev.is_empty() {
+                        after.push(prev[r ^ prev_distance]);
+                        after.push(prev[r]);
+                    }
+                    self.send(r, r ^ distance, span(count), after, None)
+                })
+                .collect();
+            prev = now;
+            prev_distance = distance;
+        }
+    }
+
+    /// One binary tree over the ranks (heap layout: rank i's parent is (i-1)/2), or over
+    /// the ranks in reverse order for the second tree, so most leaves of one are inner
+    /// nodes of the other. Each piece is reduced up to the root, then broadcast down.
+    fn tree(&mut self, bytes: u64, mirrored: bool) {
+        let n = self.n();
+        let rank = |i: usize| if mirrored { n - 1 - i } else { i };
+        let pieces = self.pieces(bytes);
+        let children = |i: usize| (2 * i + 1..=2 * i + 2).filter(move |&c| c < n);
+        // Up: position i sends piece p to its parent after its children's piece p.
+        let mut up = vec![Vec::with_capacity(pieces as usize); n];
+        // Down: the message that brought piece p to position i.
+        let mut down = vec![Vec::with_capacity(pieces as usize); n];
+        for p in 0..pieces as usize {
+            let size = share(bytes, pieces, p as u64);
+            for i in (1..n).rev() {
+                let after: Vec<u32> = children(i).map(|c| up[c][p]).collect();
+                let follows = p.checked_sub(1).map(|q| up[i][q]);
+                let id = self.send(rank(i), rank((i - 1) / 2), size, after, follows);
+                up[i].push(id);
+            }
+            for i in 1..n {
+                let parent = (i - 1) / 2;
+                let after: Vec<u32> = if parent == 0 {
+                    children(0).map(|c| up[c][p]).collect()
+                } else {
+                    vec![down[parent][p]]
+                };
+                let follows = p.checked_sub(1).map(|q| down[i][q]);
+                let id = self.send(rank(parent), rank(i), size, after, follows);
+                down[i].push(id);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collective(op: CollectiveOp, algorithm: CollectiveAlgorithm, n: u32) -> Collective {
+        Collective {
+            op,
+            algorithm,
+            ranks: (0..n).map(HostId).collect(),
+            size: 8 << 20,
+            start: Time::ZERO,
+            channels: 1,
+            chunk: 1 << 20,
+            sl: 0,
+            root: 0,
+        }
+    }
+
+    fn bytes_sent_by(w: &Workload, rank: u32) -> u64 {
+        w.messages
+            .iter()
+            .filter(|m| m.src == HostId(rank))
+            .map(|m| m.size)
+            .sum()
+    }
+
+    #[test]
+    fn each_rank_sends_what_the_bus_factor_says() {
+        use CollectiveAlgorithm as A;
+        use CollectiveOp as O;
+        // busbw / algbw = bytes each rank sends / size, for the bandwidth-optimal algorithms.
+        for (op, alg) in [
+            (O::AllReduce, A::Ring),
+            (O::ReduceScatter, A::Ring),
+            (O::AllGather, A::Ring),
+            (O::AllToAll, A::Direct),
+            (O::AllReduce, A::HalvingDoubling),
+            (O::ReduceScatter, A::HalvingDoubling),
+            (O::AllGather, A::HalvingDoubling),
+        ] {
+            let c = collective(op, alg, 8);
+            c.validate().unwrap();
+            let mut w = Workload::default();
+            expand(&c, &mut w);
+            let expected = c.size as f64 * op.bus_factor(8);
+            for r in 0..8 {
+                let sent = bytes_sent_by(&w, r) as f64;
+                assert!(
+                    (sent - expected).abs() <= 8.0,
+                    "{op:?} {alg:?} rank {r}: {sent} vs {expected}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn dependencies_point_backwards_and_follow_the_data() {
+        let c = collective(CollectiveOp::AllReduce, CollectiveAlgorithm::Ring, 4);
+        let mut w = Workload::default();
+        expand(&c, &mut w);
+        for (i, deps) in w.after.iter().enumerate() {
+            for &d in deps {
+                assert!((d as usize) < i, "message {i} waits for a later one");
+                // A message waits for data that reached its sender.
+                let (m, dep) = (w.messages[i], w.messages[d as usize]);
+                assert_eq!(dep.dst, m.src, "{i} after {d}");
+            }
+            // It follows the sender's previous message to the same peer.
+            if let Some(f) = w.follows[i] {
+                let (m, prev) = (w.messages[i], w.messages[f as usize]);
+                assert!((f as usize) < i && (prev.src, prev.dst) == (m.src, m.dst));
+            }
+        }
+        // 2(n-1) steps x 4 ranks x 2 pieces of the 2 MiB block.
+        assert_eq!(w.messages.len(), 6 * 4 * 2);
+    }
+
+    #[test]
+    fn tree_and_broadcast_deliver_everything_to_everyone() {
+        // Tree: every non-root position sends each tree's half up once and gets it down once.
+        let c = collective(CollectiveOp::AllReduce, CollectiveAlgorithm::Tree, 6);
+        let mut w = Workload::default();
+        expand(&c, &mut w);
+        let received: u64 = w
+            .messages
+            .iter()
+            .filter(|m| m.dst == HostId(5))
+            .map(|m| m.size)
+            .sum();
+        // Rank 5 is a leaf of the first tree (gets its half once) and the root of the
+        // second (gets its two children's halves).
+        assert_eq!(received, c.size / 2 + 2 * (c.size / 2));
+        let b = collective(CollectiveOp::Broadcast, CollectiveAlgorithm::Ring, 5);
+        let mut w = Workload::default();
+        expand(&b, &mut w);
+        for r in 1..5 {
+            let got: u64 = w
+                .messages
+                .iter()
+                .filter(|m| m.dst == HostId(r))
+                .map(|m| m.size)
+                .sum();
+            assert_eq!(got, b.size);
+        }
+    }
+
+    #[test]
+    fn validation_names_what_does_not_apply() {
+        let mut c = collective(CollectiveOp::AllToAll, CollectiveAlgorithm::Ring, 4);
+        assert!(c.validate().unwrap_err().contains("does not apply"));
+        c = collective(
+            CollectiveOp::AllReduce,
+            CollectiveAlgorithm::HalvingDoubling,
+            6,
+        );
+        assert!(c.validate().unwrap_err().contains("power-of-two"));
+    }
+}
