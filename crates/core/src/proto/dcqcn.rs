@@ -30,6 +30,12 @@ pub struct DcqcnParams {
     pub min_rate: BitRate,
     /// At most one rate cut per this period (0: every CNP cuts, as in the paper).
     pub rate_decrease_period: Time,
+    /// Whether every cut sets the target rate to the current rate (the paper), or only a
+    /// cut that follows a timer-driven increase (the HPCC ns-3 model with
+    /// CLAMP_TARGET_RATE 0, and ConnectX's clamp_tgt_rate 0 /
+    /// clamp_tgt_rate_after_time_inc 1 defaults). Without the clamp, back-to-back cuts
+    /// keep the pre-congestion target, and fast recovery returns to it.
+    pub clamp_target_always: bool,
 }
 
 /// A named parameter set.
@@ -42,7 +48,8 @@ pub enum DcqcnPreset {
     /// R_AI 5 Mb/s and R_HAI 50 Mb/s scaled by rate/25G, min rate 1 Gb/s.
     HpccNs3,
     /// ConnectX firmware defaults: rpg_time_reset 300 us, rate_reduce_monitor_period 4 us,
-    /// rpg_ai_rate 5 Mb/s, rpg_hai_rate 50 Mb/s, rpg_gd 11, rpg_min_dec_fac 50 %.
+    /// rpg_ai_rate 5 Mb/s, rpg_hai_rate 50 Mb/s, rpg_gd 11, rpg_min_dec_fac 50 %,
+    /// dce_tcp_g 1019, dce_tcp_rtt 1 us.
     Connectx,
 }
 
@@ -82,6 +89,7 @@ impl DcqcnPreset {
                 // Unverified: the paper gives no floor; 0.1 % of line keeps pacing finite.
                 min_rate: BitRate(line.bps() / 1000),
                 rate_decrease_period: Time::ZERO,
+                clamp_target_always: true,
             },
             DcqcnPreset::HpccNs3 => {
                 let scale = |m: u64| BitRate(m * 1_000_000 * line.bps() / 25_000_000_000);
@@ -97,13 +105,17 @@ impl DcqcnPreset {
                     rate_hai: scale(50),
                     min_rate: mbps(1000),
                     rate_decrease_period: Time::from_us(4),
+                    // Unverified: the HPCC configuration's CLAMP_TARGET_RATE 0.
+                    clamp_target_always: false,
                 }
             }
             DcqcnPreset::Connectx => DcqcnParams {
-                // Unverified: rpg_gd = 11 read as g = 1/2^11 (the firmware names only the
-                // exponent).
-                g: 1.0 / 2048.0,
-                // Unverified: dce_tcp_rtt of 1 us drives the alpha update.
+                // dce_tcp_g = 1019: with a CNP in the period alpha = (1019/1024) alpha +
+                // 5/1024, without one alpha = (1019/1024) alpha, so g = 5/1024 (NVIDIA DOCA
+                // "DCQCN CC Parameters"). rpg_gd = 11 is the alpha-to-rate-cut shift: with
+                // 10-bit alpha, a cut of alpha/2, as in the paper.
+                g: 5.0 / 1024.0,
+                // dce_tcp_rtt = 1 us: the alpha update period (same source).
                 alpha_period: Time::from_us(1),
                 increase_period: Time::from_us(300),
                 // Unverified: rpg_byte_reset 32767 x 64 B.
@@ -115,6 +127,8 @@ impl DcqcnPreset {
                 // Unverified: rpg_min_rate 1 Mb/s.
                 min_rate: mbps(1),
                 rate_decrease_period: Time::from_us(4),
+                // clamp_tgt_rate 0, clamp_tgt_rate_after_time_inc 1 (unverified defaults).
+                clamp_target_always: false,
             },
         }
     }
@@ -163,6 +177,11 @@ impl Dcqcn {
     /// The current sending rate.
     pub fn rate(&self) -> BitRate {
         BitRate(self.rc as u64)
+    }
+
+    /// When the rate may next rise by the timer (None at line rate or before any CNP).
+    pub fn next_increase(&self) -> Option<Time> {
+        (self.engaged && self.rc < self.line).then_some(self.next_increase)
     }
 
     pub fn alpha(&self) -> f64 {
@@ -225,7 +244,9 @@ impl Dcqcn {
             return false;
         }
         self.last_decrease = Some(now);
-        self.rt = self.rc;
+        if p.clamp_target_always || self.timer_stage > 0 {
+            self.rt = self.rc;
+        }
         self.rc = (self.rc * (1.0 - self.alpha / 2.0)).max(p.min_rate.bps() as f64);
         self.alpha = (1.0 - p.g) * self.alpha + p.g;
         self.timer_stage = 0;
@@ -306,6 +327,26 @@ mod tests {
         assert_eq!(d.rate(), BitRate::gbps(100));
         // 100 ms / 55 us = 1818 alpha periods: alpha ~ (1-g)^1817 x 1.
         assert!(d.alpha() < 0.01);
+    }
+
+    #[test]
+    fn without_the_clamp_back_to_back_cuts_keep_the_target() {
+        let p = DcqcnPreset::Connectx.params(BitRate::gbps(100));
+        let mut d = Dcqcn::new(BitRate::gbps(100));
+        d.on_cnp(Time::from_us(1), &p);
+        d.advance(Time::from_us(5), &p);
+        d.on_cnp(Time::from_us(5), &p);
+        assert!(d.rate() < BitRate::gbps(30));
+        // No timer increase in between: the target is still line rate, and one timer
+        // expiry (300 us) of fast recovery brings the rate halfway back to it.
+        let before = d.rate().bps() as f64;
+        d.advance(Time::from_us(306), &p);
+        let after = d.rate().bps() as f64;
+        assert!((after - (before + 100e9) / 2.0).abs() < 1e6, "{before} -> {after}");
+        // After that timer increase, the next cut clamps the target to the rate.
+        d.on_cnp(Time::from_us(310), &p);
+        d.advance(Time::from_us(611), &p);
+        assert!(d.rate().bps() as f64 <= after);
     }
 
     #[test]

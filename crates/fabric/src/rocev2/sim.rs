@@ -153,7 +153,9 @@ struct Flow {
     sender: RcSender,
     receiver: InOrderReceiver,
     rp: Dcqcn,
-    next_allowed: Time,
+    /// When the last packet started, and its link bytes: the pacing state.
+    last_tx: Time,
+    last_wire: u32,
     queued: bool,
     last_cnp: Option<Time>,
     /// When the acknowledged prefix last grew (or sending began).
@@ -329,7 +331,8 @@ impl Simulation {
                     sender,
                     receiver,
                     rp: Dcqcn::new(line),
-                    next_allowed: Time::ZERO,
+                    last_tx: Time::ZERO,
+                    last_wire: 0,
                     queued: false,
                     last_cnp: None,
                     last_progress: Time::ZERO,
@@ -823,6 +826,24 @@ impl Simulation {
         b.pool.saturating_sub(b.used) >> self.cfg.alpha_shift
     }
 
+    /// Pacing of `flow` on a NIC port of `line` rate: its next packet may start one
+    /// serialisation time of its last packet, at the current DCQCN rate, after that packet
+    /// started. Returns when, and when to look again if that is later than `now` (the
+    /// rate rises at the reaction point's next timer, so the wait may shorten).
+    fn pacing(&mut self, flow: u32, line: BitRate, now: Time) -> (Time, Time) {
+        let f = &mut self.flows[flow as usize];
+        let rate = match &self.cfg.dcqcn {
+            Some(d) => {
+                f.rp.advance(now, &d.params);
+                f.rp.rate().min(line)
+            }
+            None => line,
+        };
+        let allowed = f.last_tx + rate.serialization(f.last_wire as u64);
+        let look = f.rp.next_increase().map_or(allowed, |t| t.min(allowed));
+        (allowed, look)
+    }
+
     /// A NIC: control first, then data from paced QPs round-robin unless paused.
     fn pick_nic(&mut self, port: PortId, host: HostId, now: Time) -> Result<Packet, Option<Time>> {
         if let Some(pkt) = self.nics[host.index()].control.pop_front() {
@@ -833,22 +854,23 @@ impl Simulation {
             let has_data = !self.nics[host.index()].qps.is_empty();
             return Err(has_data.then_some(until));
         }
-        let nic = &mut self.nics[host.index()];
+        let rate = self.topo.port(port).rate;
         let mut wake: Option<Time> = None;
         let mut chosen = None;
-        for (pos, &f) in nic.qps.iter().enumerate() {
-            let t = self.flows[f as usize].next_allowed;
-            if t <= now {
+        for pos in 0..self.nics[host.index()].qps.len() {
+            let f = self.nics[host.index()].qps[pos];
+            let (allowed, look) = self.pacing(f, rate, now);
+            if allowed <= now {
                 chosen = Some(pos);
                 break;
             }
-            wake = Some(wake.map_or(t, |w| w.min(t)));
+            wake = Some(wake.map_or(look, |w| w.min(look)));
         }
         let Some(pos) = chosen else {
             return Err(wake);
         };
+        let nic = &mut self.nics[host.index()];
         let f = nic.qps.remove(pos).expect("chosen from the list");
-        let rate = self.topo.port(port).rate;
         let flow = &mut self.flows[f as usize];
         let retransmission = flow.sender.is_retransmission(flow.sender.sent());
         let seg = flow.sender.next_segment().expect("queued QPs have data");
@@ -866,16 +888,12 @@ impl Simulation {
             flow.last_progress = now;
         }
         let wire = roce::write_frame_len(self.cfg.ip, seg.payload, seg.index == 0) as u32;
-        // Pacing: the next packet may start one serialisation time at the QP's rate later.
-        let qp_rate = match &self.cfg.dcqcn {
-            Some(d) => {
-                flow.rp.advance(now, &d.params);
-                flow.rp.on_sent(wire as u64, &d.params);
-                flow.rp.rate().min(rate)
-            }
-            None => rate,
-        };
-        flow.next_allowed = now + qp_rate.serialization(wire as u64);
+        if let Some(d) = &self.cfg.dcqcn {
+            flow.rp.advance(now, &d.params);
+            flow.rp.on_sent(wire as u64, &d.params);
+        }
+        flow.last_tx = now;
+        flow.last_wire = wire;
         flow.sent_bytes += seg.payload as u64;
         if retransmission {
             self.retransmitted += 1;
@@ -1079,11 +1097,11 @@ impl Simulation {
         let (rp, t) = {
             let p = &mut self.flows[prev as usize];
             p.handed_to = Some(next);
-            (p.rp.clone(), p.next_allowed)
+            (p.rp.clone(), (p.last_tx, p.last_wire))
         };
         let n = &mut self.flows[next as usize];
         n.rp = rp;
-        n.next_allowed = n.next_allowed.max(t);
+        (n.last_tx, n.last_wire) = t;
     }
 
     /// The message now sending on `flow`'s connection (itself, or a later one it handed
