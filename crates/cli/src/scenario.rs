@@ -5,7 +5,7 @@ use crate::ns3::{self, Ns3Topology};
 use fabricsim_core::proto::dcqcn::DcqcnPreset;
 use fabricsim_core::proto::ecn::RedParams;
 use fabricsim_core::proto::ibcc::CcParams;
-use fabricsim_core::topology::Topology;
+use fabricsim_core::topology::{Nvlink, Topology};
 use fabricsim_core::units::{parse_quantity, BitRate, ByteSize, Dimension, HostId, Time};
 use fabricsim_core::wire::roce::IpVersion;
 use fabricsim_fabric::infiniband::{default_sl_to_vl, IbCc, IbConfig};
@@ -155,6 +155,10 @@ struct FileTopology {
     uplink_rate: Q,
     k: Q,
     path: Option<Spanned<String>>,
+    nodes: Q,
+    gpus_per_node: Q,
+    nvlink_bandwidth: Q,
+    nvlink_latency: Q,
 }
 
 #[derive(Deserialize)]
@@ -192,6 +196,13 @@ pub enum TopologySpec {
     FatTree {
         k: u32,
     },
+    /// GPU servers wired rail by rail: GPU g of every server on rail leaf g.
+    RailOptimized {
+        nodes: u32,
+        gpus: u32,
+        spines: u32,
+        uplink_rate: BitRate,
+    },
     /// An ns-3 RDMA-model topology file, read at load time.
     File {
         path: String,
@@ -227,6 +238,9 @@ pub struct Scenario {
     pub ib: IbConfig,
     pub roce: RoceConfig,
     pub topology: TopologySpec,
+    /// GPUs (hosts with their own NIC) per server, sharing an NVLink domain.
+    pub gpus_per_node: u32,
+    pub nvlink: Nvlink,
     pub traffic: Vec<Traffic>,
 }
 
@@ -544,6 +558,11 @@ impl Scenario {
             .as_ref()
             .map(|k| k.get_ref().as_str())
             .unwrap_or("single-switch");
+        if tkind != "rail-optimized" && t.nodes.is_some() {
+            return Err(invalid(format!(
+                "topology.nodes: not a key of topology kind \"{tkind}\" (only of \"rail-optimized\")"
+            )));
+        }
         if tkind != "file" && t.path.is_some() {
             return Err(invalid(format!(
                 "topology.path: not a key of topology kind \"{tkind}\" (only of \"file\")"
@@ -562,6 +581,26 @@ impl Scenario {
                 )?;
                 TopologySpec::SingleSwitch {
                     hosts: c.count("topology.hosts", &t.hosts, 2, 4096)?.unwrap_or(2) as u32,
+                }
+            }
+            "rail-optimized" => {
+                reject_keys(
+                    &[
+                        ("topology.hosts", &t.hosts),
+                        ("topology.leaves", &t.leaves),
+                        ("topology.k", &t.k),
+                    ],
+                    tkind,
+                )?;
+                TopologySpec::RailOptimized {
+                    nodes: c.count("topology.nodes", &t.nodes, 2, 8192)?.unwrap_or(2) as u32,
+                    gpus: c
+                        .count("topology.gpus_per_node", &t.gpus_per_node, 1, 64)?
+                        .unwrap_or(8) as u32,
+                    spines: c.count("topology.spines", &t.spines, 1, 4096)?.unwrap_or(2) as u32,
+                    uplink_rate: c
+                        .positive("topology.uplink_rate", &t.uplink_rate, Dimension::Rate)?
+                        .map_or(link_rate, BitRate),
                 }
             }
             "leaf-spine" => {
@@ -625,11 +664,42 @@ impl Scenario {
             other => {
                 let line = t.kind.as_ref().map(|k| c.line(k.span())).unwrap_or(0);
                 return Err(invalid(format!(
-                    "line {line}: topology.kind = \"{other}\": expected \"single-switch\", \"leaf-spine\", \"fat-tree\" or \"file\""
+                    "line {line}: topology.kind = \"{other}\": expected \"single-switch\", \"leaf-spine\", \"fat-tree\", \"rail-optimized\" or \"file\""
                 )));
             }
         };
         let scenario_hosts = topology_hosts(&topology);
+        let gpus_per_node = match topology {
+            TopologySpec::RailOptimized { gpus, .. } => gpus,
+            _ => c
+                .count("topology.gpus_per_node", &t.gpus_per_node, 1, 64)?
+                .unwrap_or(1) as u32,
+        };
+        if scenario_hosts % gpus_per_node != 0 {
+            return Err(invalid(format!(
+                "topology.gpus_per_node = {gpus_per_node}: must divide the {scenario_hosts} hosts"
+            )));
+        }
+        let mut nvlink = Nvlink::default();
+        if let Some(r) = c.positive(
+            "topology.nvlink_bandwidth",
+            &t.nvlink_bandwidth,
+            Dimension::Rate,
+        )? {
+            nvlink.rate = BitRate(r);
+        }
+        if let Some(l) = c.quantity(
+            "topology.nvlink_latency",
+            &t.nvlink_latency,
+            Dimension::Time,
+        )? {
+            nvlink.latency = Time(l);
+        }
+        if gpus_per_node == 1 && (t.nvlink_bandwidth.is_some() || t.nvlink_latency.is_some()) {
+            return Err(invalid(
+                "topology.nvlink_bandwidth / nvlink_latency: set with one GPU per node; they would do nothing (set gpus_per_node)".into(),
+            ));
+        }
         parse_roce(&c, &fabric.rocev2, &mut roce, link_rate, scenario_hosts)?;
         if let TopologySpec::LeafSpine { hosts, leaves, .. } = topology {
             if hosts < leaves {
@@ -780,7 +850,12 @@ impl Scenario {
                         chunk: c.positive(&at("chunk"), &tr.chunk, Dimension::Size)?.unwrap_or(DEFAULT_CHUNK),
                         sl,
                         root: c.count(&at("root"), &tr.root, 0, u32::MAX as u64)?.unwrap_or(0) as u32,
+                        group: gpus_per_node,
                     };
+                    if algorithm == CollectiveAlgorithm::Hierarchical {
+                        check_server_groups(&collective.ranks, gpus_per_node)
+                            .map_err(|m| invalid(format!("traffic[{i}] (collective): {m}")))?;
+                    }
                     collective.validate().map_err(|m| invalid(format!("traffic[{i}] (collective): {m}")))?;
                     Traffic::Collective(collective)
                 }
@@ -818,6 +893,8 @@ impl Scenario {
             ib,
             roce,
             topology,
+            gpus_per_node,
+            nvlink,
             traffic,
         })
     }
@@ -827,8 +904,15 @@ impl Scenario {
         topology_hosts(&self.topology)
     }
 
-    /// Builds the topology this scenario describes.
+    /// Builds the topology this scenario describes, GPU servers and NVLink included.
     pub fn build_topology(&self) -> Result<Topology, String> {
+        let mut t = self.build_network()?;
+        t.set_gpus_per_node(self.gpus_per_node)?;
+        t.set_nvlink(self.nvlink);
+        Ok(t)
+    }
+
+    fn build_network(&self) -> Result<Topology, String> {
         match self.topology {
             TopologySpec::SingleSwitch { hosts } => {
                 Topology::single_switch(hosts, self.link_rate, self.link_delay)
@@ -850,6 +934,19 @@ impl Scenario {
             TopologySpec::File { ref graph, .. } => {
                 Topology::from_graph(graph.nodes, &graph.switches, &graph.links)
             }
+            TopologySpec::RailOptimized {
+                nodes,
+                gpus,
+                spines,
+                uplink_rate,
+            } => Topology::rail_optimized(
+                nodes,
+                gpus,
+                spines,
+                self.link_rate,
+                uplink_rate,
+                self.link_delay,
+            ),
         }
     }
 
@@ -1018,6 +1115,11 @@ impl Scenario {
                 "\n[topology]\nkind = \"leaf-spine\"\nhosts = {hosts}\nleaves = {leaves}\nspines = {spines}\nuplink_rate = \"{uplink_rate}\""
             ),
             TopologySpec::FatTree { k } => writeln!(s, "\n[topology]\nkind = \"fat-tree\"\nk = {k}\n# hosts = {}", k * k * k / 4),
+            TopologySpec::RailOptimized { nodes, gpus, spines, uplink_rate } => writeln!(
+                s,
+                "\n[topology]\nkind = \"rail-optimized\"\nnodes = {nodes}\ngpus_per_node = {gpus}\nspines = {spines}\nuplink_rate = \"{uplink_rate}\"\n# hosts = {}",
+                nodes * gpus
+            ),
             TopologySpec::File { path, graph } => writeln!(
                 s,
                 "\n[topology]\nkind = \"file\"\npath = \"{path}\"\n# {} nodes: {} hosts, {} switches, {} links",
@@ -1027,6 +1129,16 @@ impl Scenario {
                 graph.links.len()
             ),
         };
+        if self.gpus_per_node > 1 {
+            if !matches!(self.topology, TopologySpec::RailOptimized { .. }) {
+                let _ = writeln!(s, "gpus_per_node = {}", self.gpus_per_node);
+            }
+            let _ = writeln!(
+                s,
+                "nvlink_bandwidth = \"{}\"\nnvlink_latency = \"{}\"",
+                self.nvlink.rate, self.nvlink.latency
+            );
+        }
         let ids = |v: &[HostId]| v.iter().map(|h| h.0).collect::<Vec<_>>();
         for t in &self.traffic {
             let _ = match t {
@@ -1314,7 +1426,22 @@ fn topology_hosts(t: &TopologySpec) -> u32 {
         TopologySpec::SingleSwitch { hosts } | TopologySpec::LeafSpine { hosts, .. } => *hosts,
         TopologySpec::FatTree { k } => k * k * k / 4,
         TopologySpec::File { graph, .. } => graph.host_count(),
+        TopologySpec::RailOptimized { nodes, gpus, .. } => nodes * gpus,
     }
+}
+
+/// The hierarchical algorithm takes ranks server by server: each run of `gpus`
+/// consecutive ranks must be the GPUs of one server.
+fn check_server_groups(ranks: &[HostId], gpus: u32) -> Result<(), String> {
+    for chunk in ranks.chunks(gpus.max(1) as usize) {
+        let server = chunk[0].0 / gpus.max(1);
+        if chunk.len() != gpus as usize || chunk.iter().any(|h| h.0 / gpus != server) {
+            return Err(format!(
+                "hierarchical: ranks must come server by server, {gpus} GPUs of one server at a time (gpus_per_node = {gpus})"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Reads the file a `key = "path"` entry names, relative to `base`. Returns the path as

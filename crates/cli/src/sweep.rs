@@ -67,6 +67,7 @@ pub fn template(
             chunk: DEFAULT_CHUNK,
             sl: 0,
             root: 0,
+            group: scenario.gpus_per_node,
         });
     if let Some(o) = op {
         c.op = CollectiveOp::parse(o)
@@ -83,6 +84,7 @@ pub fn template(
             )
         })?;
     }
+    c.group = scenario.gpus_per_node;
     c.validate().map_err(|m| format!("collective: {m}"))?;
     Ok(c)
 }

@@ -226,3 +226,55 @@ fn collective_command_prints_the_nccl_tests_table() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("does not apply"));
 }
+
+#[test]
+fn a_transfer_inside_a_server_takes_nvlink_time() {
+    let s = scenario(
+        "[topology]\nkind = \"leaf-spine\"\nhosts = 16\nleaves = 2\nspines = 1\ngpus_per_node = 8\nnvlink_bandwidth = \"450GB/s\"\nnvlink_latency = \"700ns\"\n[[traffic]]\nkind = \"flow\"\nsrc = 1\ndst = 6\nsize = \"64MiB\"\n",
+    );
+    let r = experiment::run(&s, None, false).unwrap().report;
+    let f = &r.flows[0];
+    // Posting latency + NVLink latency + 64 MiB at 450 GB/s, exactly.
+    let expected = s.ib.hca_tx_latency
+        + Time::from_ns(700)
+        + fabricsim_core::units::BitRate(450 * 8_000_000_000).serialization(64 << 20);
+    assert_eq!(f.finish.unwrap() - f.start, expected);
+    assert!(
+        r.ports.iter().all(|p| p.tx_packets == 0),
+        "no packet touched the NICs"
+    );
+}
+
+#[test]
+fn hierarchical_all_reduce_on_8_gpu_servers_beats_a_flat_ring() {
+    // 4 rail-optimized servers of 8 GPUs. Hierarchical: reduce-scatter over NVLink,
+    // all-reduce of each GPU's S/8 share across servers on its rail, all-gather over
+    // NVLink, one phase after the other.
+    let (servers, gpus, size) = (4.0f64, 8.0f64, 256u64 << 20);
+    let text = |alg: &str| {
+        format!("[fabric.infiniband]\nadaptive_routing = true\n[topology]\nkind = \"rail-optimized\"\nnodes = 4\ngpus_per_node = 8\nspines = 2\n[[traffic]]\nkind = \"collective\"\nop = \"all-reduce\"\nalgorithm = \"{alg}\"\nsize = \"{size}B\"\n")
+    };
+    let s = scenario(&text("hierarchical"));
+    let hier = run(&s).time_ns.unwrap();
+    let flat = run(&scenario(&text("ring"))).time_ns.unwrap();
+    let (b, step) = link_model(&s);
+    let nv = s.nvlink.rate.bps() as f64 / 8.0;
+    let nv_step = (s.ib.hca_tx_latency + s.nvlink.latency).ps() as f64 / 1e3;
+    let s_bytes = size as f64;
+    // Analytic: 2 NVLink phases of (g-1) steps, and 2(N-1) rail steps on S/g.
+    let expected = 2.0 * (gpus - 1.0) / gpus * s_bytes / nv * 1e9
+        + 2.0 * (gpus - 1.0) * nv_step
+        + 2.0 * (servers - 1.0) / servers * s_bytes / gpus / b * 1e9
+        + 2.0 * (servers - 1.0) * step.ps() as f64 / 1e3;
+    assert_close(hier, expected, 0.03, "hierarchical all-reduce time (ns)");
+    assert!(
+        flat > 2.0 * hier,
+        "hierarchical {hier:.0} ns vs flat ring {flat:.0} ns"
+    );
+    println!(
+        "256 MiB all-reduce on 4 x 8 GPUs: hierarchical {:.3} ms, flat ring {:.3} ms ({:.1}x faster)",
+        hier / 1e6,
+        flat / 1e6,
+        flat / hier
+    );
+}

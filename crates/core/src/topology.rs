@@ -45,6 +45,30 @@ pub struct Topology {
     node_ports: Vec<Vec<PortId>>,
     ports: Vec<Port>,
     hosts: Vec<NodeId>,
+    /// GPUs (hosts, each with its own NIC) per server: hosts `g*k .. g*(k+1)` share server
+    /// k and its NVLink domain.
+    gpus_per_node: u32,
+    nvlink: Nvlink,
+}
+
+/// A server's NVLink domain (NVSwitch class, non-blocking): per-GPU bandwidth each way
+/// and the latency of a transfer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Nvlink {
+    pub rate: BitRate,
+    pub latency: Time,
+}
+
+impl Default for Nvlink {
+    /// H100 SXM: NVLink 4, 18 links, 900 GB/s both ways, so 450 GB/s per direction per GPU
+    /// (NVIDIA H100 datasheet). Latency 500 ns: unverified, a placeholder for NVSwitch
+    /// hops and the copy engine's start.
+    fn default() -> Self {
+        Nvlink {
+            rate: BitRate(450 * 8_000_000_000),
+            latency: Time::from_ns(500),
+        }
+    }
 }
 
 impl Topology {
@@ -54,6 +78,8 @@ impl Topology {
             node_ports: Vec::new(),
             ports: Vec::new(),
             hosts: Vec::new(),
+            gpus_per_node: 1,
+            nvlink: Nvlink::default(),
         }
     }
 
@@ -269,6 +295,73 @@ impl Topology {
         Ok(t)
     }
 
+    /// A rail-optimized fabric of `servers` servers with `gpus` GPUs each: GPU g of every
+    /// server hangs off rail leaf g, and every rail leaf links to every spine at
+    /// `uplink_rate`. Hosts are numbered server-major (host = server x gpus + g).
+    pub fn rail_optimized(
+        servers: u32,
+        gpus: u32,
+        spines: u32,
+        rate: BitRate,
+        uplink_rate: BitRate,
+        delay: Time,
+    ) -> Result<Topology, String> {
+        if servers < 2 || gpus == 0 || spines == 0 {
+            return Err(format!(
+                "nodes = {servers}, gpus_per_node = {gpus}, spines = {spines}: need at least 2 nodes, 1 GPU and 1 spine"
+            ));
+        }
+        let mut t = Topology::new();
+        let hs: Vec<NodeId> = (0..servers * gpus).map(|_| t.add_host()).collect();
+        let rails: Vec<NodeId> = (0..gpus).map(|_| t.add_switch(0)).collect();
+        let ss: Vec<NodeId> = (0..spines).map(|_| t.add_switch(1)).collect();
+        for (h, &host) in hs.iter().enumerate() {
+            t.connect(host, rails[h % gpus as usize], rate, delay);
+        }
+        for &rail in &rails {
+            for &spine in &ss {
+                t.connect(rail, spine, uplink_rate, delay);
+            }
+        }
+        t.gpus_per_node = gpus;
+        Ok(t)
+    }
+
+    /// Groups hosts into servers of `gpus` consecutive hosts (an NVLink domain each).
+    pub fn set_gpus_per_node(&mut self, gpus: u32) -> Result<(), String> {
+        if gpus == 0 || self.host_count() % gpus != 0 {
+            return Err(format!(
+                "gpus_per_node = {gpus}: must divide the {} hosts",
+                self.host_count()
+            ));
+        }
+        self.gpus_per_node = gpus;
+        Ok(())
+    }
+
+    pub fn gpus_per_node(&self) -> u32 {
+        self.gpus_per_node
+    }
+
+    pub fn set_nvlink(&mut self, nvlink: Nvlink) {
+        self.nvlink = nvlink;
+    }
+
+    pub fn nvlink(&self) -> Nvlink {
+        self.nvlink
+    }
+
+    /// Whether a message from `a` to `b` goes over NVLink (GPUs of one server) rather than
+    /// through the NICs.
+    pub fn over_nvlink(&self, a: HostId, b: HostId) -> bool {
+        self.gpus_per_node > 1 && self.same_server(a, b)
+    }
+
+    /// Whether two hosts are GPUs of the same server.
+    pub fn same_server(&self, a: HostId, b: HostId) -> bool {
+        a.0 / self.gpus_per_node == b.0 / self.gpus_per_node
+    }
+
     pub fn nodes(&self) -> &[NodeKind] {
         &self.nodes
     }
@@ -460,6 +553,30 @@ mod tests {
         assert!(Topology::from_graph(5, &[7], &links)
             .unwrap_err()
             .contains("switch id 7"));
+    }
+
+    #[test]
+    fn rail_optimized_puts_each_gpu_on_its_rail() {
+        let t =
+            Topology::rail_optimized(4, 8, 2, BitRate::gbps(400), BitRate::gbps(400), Time::ZERO)
+                .unwrap();
+        assert_eq!(t.host_count(), 32);
+        let leaf = |h: u32| t.port(t.port(t.host_port(HostId(h))).peer).node;
+        // GPU 3 of servers 0 and 2 share rail 3's leaf; GPUs 3 and 4 of one server do not.
+        assert_eq!(leaf(3), leaf(2 * 8 + 3));
+        assert_ne!(leaf(3), leaf(4));
+        assert!(t.same_server(HostId(8), HostId(15)) && !t.same_server(HostId(7), HostId(8)));
+        let r = Routes::minimal(&t).unwrap();
+        assert_eq!(
+            r.hops(HostId(3), HostId(11)),
+            2,
+            "same rail: through the rail leaf"
+        );
+        assert_eq!(
+            r.hops(HostId(3), HostId(12)),
+            4,
+            "other rail: up to a spine"
+        );
     }
 
     #[test]

@@ -228,6 +228,10 @@ impl Dimension {
                 ("Tbps", 1_000_000_000_000),
                 ("Gb/s", 1_000_000_000),
                 ("Mb/s", 1_000_000),
+                // Bytes per second, as GPU interconnects are quoted.
+                ("MB/s", 8_000_000),
+                ("GB/s", 8_000_000_000),
+                ("TB/s", 8_000_000_000_000),
             ],
             // Base unit: millimetre.
             Dimension::Length => &[("mm", 1), ("cm", 10), ("m", 1_000), ("km", 1_000_000)],

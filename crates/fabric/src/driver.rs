@@ -4,8 +4,8 @@
 
 use crate::report::DeadlockHop;
 use crate::workload::Message;
-use fabricsim_core::topology::{Routes, Topology};
-use fabricsim_core::units::{PortId, Time};
+use fabricsim_core::topology::{Nvlink, Routes, Topology};
+use fabricsim_core::units::{HostId, PortId, Time};
 use std::collections::VecDeque;
 
 /// The frames in flight on one link, in arrival order. The link keeps one pending arrival
@@ -248,6 +248,44 @@ impl Dependencies {
             }
         }
         ready
+    }
+}
+
+/// The servers' NVLink domains at flow level (see `Nvlink`): a transfer occupies its
+/// sender's NVLink transmit side and its receiver's receive side for bytes / rate, first
+/// come first served, then lands after the latency. NVSwitch is non-blocking, so nothing
+/// else contends.
+#[derive(Clone, Debug)]
+pub struct NvlinkDomains {
+    nvlink: Nvlink,
+    tx_free: Vec<Time>,
+    rx_free: Vec<Time>,
+}
+
+impl NvlinkDomains {
+    pub fn new(topo: &Topology) -> Self {
+        let n = topo.host_count() as usize;
+        NvlinkDomains {
+            nvlink: topo.nvlink(),
+            tx_free: vec![Time::ZERO; n],
+            rx_free: vec![Time::ZERO; n],
+        }
+    }
+
+    /// A transfer of `bytes` from `src` to `dst` posted at `now`: when it has landed.
+    pub fn transfer(&mut self, src: HostId, dst: HostId, bytes: u64, now: Time) -> Time {
+        let start = now
+            .max(self.tx_free[src.index()])
+            .max(self.rx_free[dst.index()]);
+        let end = start + self.nvlink.rate.serialization(bytes);
+        self.tx_free[src.index()] = end;
+        self.rx_free[dst.index()] = end;
+        end + self.nvlink.latency
+    }
+
+    /// A transfer's time on idle links.
+    pub fn ideal(&self, bytes: u64) -> Time {
+        self.nvlink.rate.serialization(bytes) + self.nvlink.latency
     }
 }
 

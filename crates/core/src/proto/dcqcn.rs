@@ -342,7 +342,10 @@ mod tests {
         let before = d.rate().bps() as f64;
         d.advance(Time::from_us(306), &p);
         let after = d.rate().bps() as f64;
-        assert!((after - (before + 100e9) / 2.0).abs() < 1e6, "{before} -> {after}");
+        assert!(
+            (after - (before + 100e9) / 2.0).abs() < 1e6,
+            "{before} -> {after}"
+        );
         // After that timer increase, the next cut clamps the target to the rate.
         d.on_cnp(Time::from_us(310), &p);
         d.advance(Time::from_us(611), &p);

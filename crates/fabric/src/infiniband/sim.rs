@@ -2,7 +2,7 @@
 
 use super::config::IbConfig;
 use crate::driver::{
-    self, deadlock_hop, CaptureFilter, Dependencies, EventDriven, WaitGraph, Wire,
+    self, deadlock_hop, CaptureFilter, Dependencies, EventDriven, NvlinkDomains, WaitGraph, Wire,
 };
 use crate::report::{Deadlock, FlowResult, PortResult, RunReport};
 use crate::workload::{Message, Workload};
@@ -71,6 +71,8 @@ enum Event {
     CreditRefresh { port: u32 },
     /// A flow's WRITE is posted to its HCA.
     Post { flow: u32 },
+    /// An NVLink transfer has landed.
+    NvlinkDone { flow: u32 },
     /// Look for a credit-loop deadlock.
     DeadlockCheck,
 }
@@ -210,6 +212,7 @@ pub struct Simulation {
     hcas: Vec<Hca>,
     flows: Vec<Flow>,
     deps: Dependencies,
+    nvlink: NvlinkDomains,
     flows_acked: usize,
     stop_at: Option<Time>,
     stopped_by_time: bool,
@@ -290,6 +293,7 @@ impl Simulation {
         let mut queue = EventQueue::new();
         let messages = &workload.messages;
         let deps = Dependencies::new(&workload.after);
+        let nvlink = NvlinkDomains::new(&topo);
         let flows = messages
             .iter()
             .enumerate()
@@ -333,6 +337,7 @@ impl Simulation {
             hcas,
             flows,
             deps,
+            nvlink,
             flows_acked: 0,
             stop_at,
             stopped_by_time: false,
@@ -403,6 +408,7 @@ impl Simulation {
                 self.try_transmit(PortId(port));
             }
             Event::DeadlockCheck => self.check_deadlock(),
+            Event::NvlinkDone { flow } => self.nvlink_done(flow, self.queue.now()),
             Event::Post { flow } => self.post(flow),
         }
     }
@@ -882,6 +888,11 @@ impl Simulation {
             }
             self.inherit(prev, flow);
         }
+        let m = self.flows[flow as usize].msg;
+        if self.topo.over_nvlink(m.src, m.dst) {
+            self.post_nvlink(flow);
+            return;
+        }
         let f = &self.flows[flow as usize];
         let (src, vl) = (f.msg.src, f.vl as usize);
         self.hcas[src.index()].qps[vl].push_back(flow);
@@ -899,6 +910,31 @@ impl Simulation {
         let n = &mut self.flows[next as usize];
         n.cc = cc;
         n.next_allowed = n.next_allowed.max(t);
+    }
+
+    /// A message between GPUs of one server goes over NVLink (flow level): it is handed
+    /// over at once, so a message following it on the connection may post too.
+    fn post_nvlink(&mut self, flow: u32) {
+        let now = self.queue.now();
+        let m = self.flows[flow as usize].msg;
+        let done = self.nvlink.transfer(m.src, m.dst, m.size, now);
+        self.queue.schedule(done, Event::NvlinkDone { flow });
+        let f = &mut self.flows[flow as usize];
+        f.injected = true;
+        if let Some(next) = f.successor.take() {
+            self.post(next);
+        }
+    }
+
+    /// An NVLink transfer landed: the message is complete at both ends.
+    fn nvlink_done(&mut self, flow: u32, now: Time) {
+        let f = &mut self.flows[flow as usize];
+        f.sent_bytes = f.msg.size;
+        f.delivered_bytes = f.msg.size;
+        f.finish = Some(now);
+        f.acked = Some(now);
+        self.flows_acked += 1;
+        self.release_dependents(flow, now);
     }
 
     /// A message completed at its receiver at `at`: posts the messages that waited only
@@ -1031,6 +1067,9 @@ impl Simulation {
     /// every link, a switch latency per switch, the whole message serialised once at the
     /// host rate, and the last packet re-serialised at every store-and-forward switch.
     fn ideal_fct(&self, m: &Message) -> Time {
+        if self.topo.over_nvlink(m.src, m.dst) {
+            return self.cfg.hca_tx_latency + self.nvlink.ideal(m.size);
+        }
         driver::ideal_fct(
             &self.topo,
             &self.routes,

@@ -2,7 +2,7 @@
 
 use super::config::RoceConfig;
 use crate::driver::{
-    self, deadlock_hop, CaptureFilter, Dependencies, EventDriven, WaitGraph, Wire,
+    self, deadlock_hop, CaptureFilter, Dependencies, EventDriven, NvlinkDomains, WaitGraph, Wire,
 };
 use crate::report::{Deadlock, DeadlockHop, FlowResult, PortResult, RunReport};
 use crate::workload::{Message, Workload};
@@ -82,6 +82,8 @@ enum Event {
     Timeout { flow: u32 },
     /// Re-send PAUSE on an ingress that is still congested (or a stalled NIC).
     PauseRefresh { port: u32 },
+    /// An NVLink transfer has landed.
+    NvlinkDone { flow: u32 },
     /// Look for a deadlock in the wait-for graph of paused queues.
     DeadlockCheck,
     /// A NIC's receive pipeline stalls (pause storm) or recovers.
@@ -224,6 +226,7 @@ pub struct Simulation {
     nics: Vec<Nic>,
     flows: Vec<Flow>,
     deps: Dependencies,
+    nvlink: NvlinkDomains,
     flows_acked: usize,
     stop_at: Option<Time>,
     stopped_by_time: bool,
@@ -315,6 +318,7 @@ impl Simulation {
         }
         let messages = &workload.messages;
         let deps = Dependencies::new(&workload.after);
+        let nvlink = NvlinkDomains::new(&topo);
         let flows = messages
             .iter()
             .enumerate()
@@ -361,6 +365,7 @@ impl Simulation {
             buffers,
             flows,
             deps,
+            nvlink,
             flows_acked: 0,
             stop_at,
             stopped_by_time: false,
@@ -533,6 +538,7 @@ impl Simulation {
                 }
             }
             Event::DeadlockCheck => self.check_deadlock(now),
+            Event::NvlinkDone { flow } => self.nvlink_done(flow, now),
             Event::Stall { host, stalled } => self.set_stalled(HostId(host), stalled),
             Event::Watchdog { port } => self.watchdog(PortId(port), now),
             Event::SampleRates => self.sample_rates(now),
@@ -1077,6 +1083,11 @@ impl Simulation {
             }
             self.inherit(prev, flow);
         }
+        let m = self.flows[flow as usize].msg;
+        if self.topo.over_nvlink(m.src, m.dst) {
+            self.post_nvlink(flow);
+            return;
+        }
         self.activate(flow, now);
         let src = self.flows[flow as usize].msg.src;
         self.try_transmit(self.topo.host_port(src));
@@ -1111,6 +1122,31 @@ impl Simulation {
             flow = next;
         }
         flow
+    }
+
+    /// A message between GPUs of one server goes over NVLink (flow level): it is handed
+    /// over at once, so a message following it on the connection may post too.
+    fn post_nvlink(&mut self, flow: u32) {
+        let now = self.queue.now();
+        let m = self.flows[flow as usize].msg;
+        let done = self.nvlink.transfer(m.src, m.dst, m.size, now);
+        self.queue.schedule(done, Event::NvlinkDone { flow });
+        let f = &mut self.flows[flow as usize];
+        f.injected = true;
+        if let Some(next) = f.successor.take() {
+            self.post(next, now);
+        }
+    }
+
+    /// An NVLink transfer landed: the message is complete at both ends.
+    fn nvlink_done(&mut self, flow: u32, now: Time) {
+        let f = &mut self.flows[flow as usize];
+        f.sent_bytes = f.msg.size;
+        f.delivered_bytes = f.msg.size;
+        f.finish = Some(now);
+        f.acked = Some(now);
+        self.flows_acked += 1;
+        self.release_dependents(flow, now);
     }
 
     /// A message completed at its receiver at `at`: posts the messages that waited only
@@ -1331,6 +1367,9 @@ impl Simulation {
     /// latencies, propagation, a switch latency and a store-and-forward re-serialisation of
     /// the last packet per switch, and the whole message serialised once).
     fn ideal_fct(&self, m: &Message) -> Time {
+        if self.topo.over_nvlink(m.src, m.dst) {
+            return self.cfg.nic_tx_latency + self.nvlink.ideal(m.size);
+        }
         let ip = self.cfg.ip;
         driver::ideal_fct(
             &self.topo,

@@ -87,16 +87,21 @@ pub enum CollectiveAlgorithm {
     /// Recursive halving then doubling (Rabenseifner) over a power-of-two number of ranks
     /// (all-reduce, reduce-scatter, all-gather).
     HalvingDoubling,
+    /// NCCL-style on GPU servers: reduce-scatter inside each server over NVLink, an
+    /// all-reduce ring per rail across servers, all-gather inside each server (all-reduce).
+    Hierarchical,
     /// Every rank sends to every other at once (all-to-all).
     Direct,
 }
 
 impl CollectiveAlgorithm {
-    pub const NAMES: [&'static str; 4] = ["ring", "tree", "halving-doubling", "direct"];
-    const ALL: [CollectiveAlgorithm; 4] = [
+    pub const NAMES: [&'static str; 5] =
+        ["ring", "tree", "halving-doubling", "hierarchical", "direct"];
+    const ALL: [CollectiveAlgorithm; 5] = [
         CollectiveAlgorithm::Ring,
         CollectiveAlgorithm::Tree,
         CollectiveAlgorithm::HalvingDoubling,
+        CollectiveAlgorithm::Hierarchical,
         CollectiveAlgorithm::Direct,
     ];
 
@@ -130,6 +135,8 @@ pub struct Collective {
     pub sl: u8,
     /// Broadcast: the root, as an index into `ranks`.
     pub root: u32,
+    /// Ranks per server (consecutive in `ranks`), for the hierarchical algorithm.
+    pub group: u32,
 }
 
 impl Collective {
@@ -146,6 +153,7 @@ impl Collective {
             A::Tree => self.op == O::AllReduce,
             A::HalvingDoubling => matches!(self.op, O::AllReduce | O::ReduceScatter | O::AllGather),
             A::Direct => self.op == O::AllToAll,
+            A::Hierarchical => self.op == O::AllReduce,
         };
         if !ok {
             return Err(format!(
@@ -158,6 +166,14 @@ impl Collective {
             return Err(format!(
                 "halving-doubling needs a power-of-two number of ranks, not {n}"
             ));
+        }
+        if self.algorithm == A::Hierarchical {
+            let g = self.group as usize;
+            if g < 2 || n % g != 0 || n / g < 2 {
+                return Err(format!(
+                    "hierarchical needs several servers of several GPUs each: {n} ranks in servers of {g}"
+                ));
+            }
         }
         if self.root as usize >= n {
             return Err(format!(
@@ -191,6 +207,7 @@ pub(crate) fn expand(c: &Collective, w: &mut Workload) {
                 g.tree(share(bytes, 2, 1), true);
             }
             (_, CollectiveAlgorithm::HalvingDoubling) => g.halving_doubling(bytes),
+            (_, CollectiveAlgorithm::Hierarchical) => g.hierarchical(bytes),
             _ => g.ring(bytes),
         }
     }
@@ -230,39 +247,90 @@ impl Graph<'_> {
         bytes.div_ceil(self.c.chunk).max(1)
     }
 
-    /// Ring steps: all-reduce is n-1 reduce-scatter steps then n-1 all-gather steps, each
-    /// moving one of n blocks to the next rank; reduce-scatter and all-gather are one
-    /// phase. Piece p of step k at rank r waits for piece p of step k-1 to reach r, and
-    /// follows r's previous piece on its connection to r+1.
+    /// Ring steps over all ranks: all-reduce is n-1 reduce-scatter steps then n-1
+    /// all-gather steps, each moving one of n blocks to the next rank; reduce-scatter and
+    /// all-gather are one phase.
     fn ring(&mut self, bytes: u64) {
         let n = self.n();
         let steps = match self.c.op {
             CollectiveOp::AllReduce => 2 * (n - 1),
             _ => n - 1,
         };
-        let blocks = n as u64;
+        let members: Vec<usize> = (0..n).collect();
+        self.ring_over(&members, bytes, steps, &vec![None; n]);
+    }
+
+    /// A ring of `steps` steps over `members` (rank indices, in ring order) moving
+    /// `bytes` in as many blocks as members. A member's first send waits for
+    /// `ready[i]` (its data); piece p of step k waits for piece p of step k-1 to reach the
+    /// member, and follows the member's previous piece on its connection. Returns, per
+    /// member, the last message it received.
+    fn ring_over(
+        &mut self,
+        members: &[usize],
+        bytes: u64,
+        steps: usize,
+        ready: &[Option<u32>],
+    ) -> Vec<Option<u32>> {
+        let m = members.len();
+        let blocks = m as u64;
         let pieces = self.pieces(bytes.div_ceil(blocks));
-        // ids[k][r][p]
         let mut prev: Vec<Vec<u32>> = Vec::new();
-        let mut last_own: Vec<Option<u32>> = vec![None; n];
+        let mut last_own: Vec<Option<u32>> = vec![None; m];
         for k in 0..steps {
-            let mut now: Vec<Vec<u32>> = vec![Vec::with_capacity(pieces as usize); n];
-            for r in 0..n {
-                // The block rank r forwards at step k (only its size matters here).
-                let block = ((r + n * 2 - k % n) % n) as u64;
+            let mut now: Vec<Vec<u32>> = vec![Vec::with_capacity(pieces as usize); m];
+            for i in 0..m {
+                // The block member i forwards at step k (only its size matters here).
+                let block = ((i + m * 2 - k % m) % m) as u64;
                 let size = share(bytes, blocks, block);
                 for p in 0..pieces {
                     let after = if k > 0 {
-                        vec![prev[(r + n - 1) % n][p as usize]]
+                        vec![prev[(i + m - 1) % m][p as usize]]
                     } else {
-                        Vec::new()
+                        ready[i].into_iter().collect()
                     };
-                    let id = self.send(r, (r + 1) % n, share(size, pieces, p), after, last_own[r]);
-                    last_own[r] = Some(id);
-                    now[r].push(id);
+                    let (from, to) = (members[i], members[(i + 1) % m]);
+                    let id = self.send(from, to, share(size, pieces, p), after, last_own[i]);
+                    last_own[i] = Some(id);
+                    now[i].push(id);
                 }
             }
             prev = now;
+        }
+        (0..m)
+            .map(|i| prev.get((i + m - 1) % m).and_then(|v| v.last().copied()))
+            .collect()
+    }
+
+    /// NCCL-style hierarchical all-reduce over servers of `group` consecutive ranks: a
+    /// reduce-scatter ring inside each server (NVLink), then per local GPU index an
+    /// all-reduce ring across servers (one rail each) on that GPU's share, then an
+    /// all-gather ring inside each server.
+    fn hierarchical(&mut self, bytes: u64) {
+        let (n, g) = (self.n(), self.c.group as usize);
+        let servers = n / g;
+        let local = |s: usize| -> Vec<usize> { (s * g..(s + 1) * g).collect() };
+        let mut ready: Vec<Option<u32>> = vec![None; n];
+        for s in 0..servers {
+            let got = self.ring_over(&local(s), bytes, g - 1, &vec![None; g]);
+            // After the reduce-scatter, GPU i holds the reduced block i+1 (mod g); its
+            // size is the share carried across servers.
+            for (i, last) in got.into_iter().enumerate() {
+                ready[s * g + i] = last;
+            }
+        }
+        for l in 0..g {
+            let members: Vec<usize> = (0..servers).map(|s| s * g + l).collect();
+            let starts: Vec<Option<u32>> = members.iter().map(|&r| ready[r]).collect();
+            let share_bytes = share(bytes, g as u64, ((l + 1) % g) as u64);
+            let got = self.ring_over(&members, share_bytes, 2 * (servers - 1), &starts);
+            for (j, last) in got.into_iter().enumerate() {
+                ready[members[j]] = last.or(ready[members[j]]);
+            }
+        }
+        for s in 0..servers {
+            let starts: Vec<Option<u32>> = local(s).iter().map(|&r| ready[r]).collect();
+            self.ring_over(&local(s), bytes, g - 1, &starts);
         }
     }
 
@@ -384,6 +452,7 @@ mod tests {
             chunk: 1 << 20,
             sl: 0,
             root: 0,
+            group: 1,
         }
     }
 
@@ -473,6 +542,37 @@ mod tests {
                 .sum();
             assert_eq!(got, b.size);
         }
+    }
+
+    #[test]
+    fn hierarchical_moves_a_share_per_rail_and_the_rest_over_nvlink() {
+        let mut c = collective(
+            CollectiveOp::AllReduce,
+            CollectiveAlgorithm::Hierarchical,
+            16,
+        );
+        c.group = 4;
+        c.validate().unwrap();
+        let mut w = Workload::default();
+        expand(&c, &mut w);
+        let server = |h: HostId| h.0 / 4;
+        let (mut inter, mut intra) = (0u64, 0u64);
+        for m in &w.messages {
+            if server(m.src) == server(m.dst) {
+                intra += m.size;
+            } else {
+                assert_eq!(
+                    m.src.0 % 4,
+                    m.dst.0 % 4,
+                    "inter-server traffic stays on its rail"
+                );
+                inter += m.size;
+            }
+        }
+        // Across servers: each of the 16 GPUs sends 2(N-1)/N of its S/g share, N = 4.
+        assert_eq!(inter, 16 * (2 * 3 * (c.size / 4) / 4));
+        // Inside: reduce-scatter and all-gather each send (g-1)/g of S per GPU.
+        assert_eq!(intra, 16 * 2 * (3 * c.size / 4));
     }
 
     #[test]
