@@ -675,7 +675,7 @@ impl Scenario {
                 .count("topology.gpus_per_node", &t.gpus_per_node, 1, 64)?
                 .unwrap_or(1) as u32,
         };
-        if scenario_hosts % gpus_per_node != 0 {
+        if !scenario_hosts.is_multiple_of(gpus_per_node) {
             return Err(invalid(format!(
                 "topology.gpus_per_node = {gpus_per_node}: must divide the {scenario_hosts} hosts"
             )));

@@ -329,7 +329,7 @@ impl Topology {
 
     /// Groups hosts into servers of `gpus` consecutive hosts (an NVLink domain each).
     pub fn set_gpus_per_node(&mut self, gpus: u32) -> Result<(), String> {
-        if gpus == 0 || self.host_count() % gpus != 0 {
+        if gpus == 0 || !self.host_count().is_multiple_of(gpus) {
             return Err(format!(
                 "gpus_per_node = {gpus}: must divide the {} hosts",
                 self.host_count()

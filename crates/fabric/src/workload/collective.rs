@@ -169,7 +169,7 @@ impl Collective {
         }
         if self.algorithm == A::Hierarchical {
             let g = self.group as usize;
-            if g < 2 || n % g != 0 || n / g < 2 {
+            if g < 2 || !n.is_multiple_of(g) || n / g < 2 {
                 return Err(format!(
                     "hierarchical needs several servers of several GPUs each: {n} ranks in servers of {g}"
                 ));
