@@ -6,7 +6,7 @@ use fabricsim_core::units::Time;
 use fabricsim_fabric::infiniband::{self, CaptureFilter, Captured};
 use fabricsim_fabric::report::RunReport;
 use fabricsim_fabric::rocev2::{self, CapturedFrame, RateSample};
-use fabricsim_fabric::workload::{build, Collective};
+use fabricsim_fabric::workload::{build, Collective, Training};
 use fabricsim_fabric::EventDriven;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::ops::Range;
@@ -21,6 +21,8 @@ pub struct Outcome {
     pub rates: Vec<RateSample>,
     /// The collectives run, each with the range of its messages (flows).
     pub collectives: Vec<(Collective, Range<u32>)>,
+    /// The training jobs run, each with its iterations' ranges of messages.
+    pub trainings: Vec<(Training, Vec<Range<u32>>)>,
 }
 
 /// Captured packets, as each fabric records them.
@@ -148,6 +150,7 @@ pub fn run(
             captured: Capture::Infiniband(s.captured().to_vec()),
             rates: Vec::new(),
             collectives: workload.collectives,
+            trainings: workload.trainings,
         },
         Model::Roce(s) => Outcome {
             report: s.report(),
@@ -155,6 +158,16 @@ pub fn run(
             captured: Capture::Ethernet(s.captured().to_vec()),
             rates: s.rate_samples().to_vec(),
             collectives: workload.collectives,
+            trainings: workload.trainings,
         },
     })
+}
+
+/// The scenario with one more microsecond on every message's posting (both fabrics' NIC
+/// transmit latency), to measure what a microsecond per exchange costs.
+pub fn plus_one_us_per_exchange(scenario: &Scenario) -> Scenario {
+    let mut s = scenario.clone();
+    s.ib.hca_tx_latency += Time::from_us(1);
+    s.roce.nic_tx_latency += Time::from_us(1);
+    s
 }

@@ -174,7 +174,11 @@ fn dispatch(cmd: Command) -> Result<(), String> {
                 flows: pcap_flows,
             });
             let outcome = experiment::run(&scenario, capture, true)?;
-            let summary = results::summary(&scenario, &outcome);
+            let mut summary = results::summary(&scenario, &outcome);
+            if !outcome.trainings.is_empty() {
+                let plus = experiment::plus_one_us_per_exchange(&scenario);
+                results::add_sensitivity(&mut summary, &experiment::run(&plus, None, true)?);
+            }
             if let Some(dir) = &out {
                 results::write_out_dir(dir, &summary, &outcome)
                     .map_err(|e| format!("--out {}: {e}", dir.display()))?;

@@ -3,6 +3,7 @@
 
 use crate::experiment::Outcome;
 use crate::scenario::Scenario;
+use fabricsim_core::units::Time;
 use fabricsim_fabric::report::RunReport;
 use fabricsim_fabric::rocev2::RateSample;
 use serde::Serialize;
@@ -59,6 +60,97 @@ pub struct Summary {
     pub deadlock: Option<DeadlockSummary>,
     /// Every collective, as nccl-tests reports it.
     pub collectives: Vec<CollectiveResult>,
+    /// Every training job.
+    pub training: Vec<TrainingResult>,
+}
+
+/// A training job: each simulated iteration's time, the steady iteration (the mean after
+/// the first, which starts cold), compute, exposed communication (iteration - compute),
+/// and the whole job projected from the steady iteration.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct TrainingResult {
+    pub ranks: u32,
+    pub gradient_bytes: u64,
+    pub buckets: u32,
+    pub algorithm: &'static str,
+    pub overlap: bool,
+    pub iteration_ns: Vec<Option<f64>>,
+    pub iteration_time_ns: Option<f64>,
+    pub compute_ns: f64,
+    pub exposed_communication_ns: Option<f64>,
+    pub job_iterations: u64,
+    pub projected_job_seconds: Option<f64>,
+    /// How much longer the whole job runs with one more microsecond per message (measured
+    /// by a second run with every NIC's posting latency raised by 1 us).
+    pub extra_job_seconds_per_us_per_exchange: Option<f64>,
+}
+
+/// The training jobs' results, from their messages' completions.
+pub fn training_results(out: &Outcome) -> Vec<TrainingResult> {
+    out.trainings
+        .iter()
+        .map(|(t, ranges)| {
+            let mut ends: Vec<Option<Time>> = Vec::new();
+            for r in ranges {
+                let flows = &out.report.flows[r.start as usize..r.end as usize];
+                ends.push(
+                    flows
+                        .iter()
+                        .map(|f| f.finish)
+                        .collect::<Option<Vec<_>>>()
+                        .and_then(|e| e.into_iter().max()),
+                );
+            }
+            let mut previous = Some(t.start);
+            let iteration_ns: Vec<Option<f64>> = ends
+                .iter()
+                .map(|&end| {
+                    let d = previous.zip(end).map(|(a, b)| (b - a).ps() as f64 / 1e3);
+                    previous = end;
+                    d
+                })
+                .collect();
+            let steady: Vec<f64> = iteration_ns.iter().skip(1).flatten().copied().collect();
+            let iteration = if iteration_ns.iter().all(Option::is_some) {
+                if steady.is_empty() {
+                    iteration_ns[0]
+                } else {
+                    Some(steady.iter().sum::<f64>() / steady.len() as f64)
+                }
+            } else {
+                None
+            };
+            let compute_ns = t.compute().ps() as f64 / 1e3;
+            TrainingResult {
+                ranks: t.ranks.len() as u32,
+                gradient_bytes: t.gradient,
+                buckets: t.buckets,
+                algorithm: t.algorithm.name(),
+                overlap: t.overlap,
+                iteration_ns,
+                iteration_time_ns: iteration,
+                compute_ns,
+                exposed_communication_ns: iteration.map(|i| i - compute_ns),
+                job_iterations: t.job_iterations,
+                projected_job_seconds: iteration.map(|i| i * 1e-9 * t.job_iterations as f64),
+                extra_job_seconds_per_us_per_exchange: None,
+            }
+        })
+        .collect()
+}
+
+/// Fills each training job's sensitivity from a run with one more microsecond per message.
+pub fn add_sensitivity(summary: &mut Summary, plus_one_us: &Outcome) {
+    for (t, other) in summary
+        .training
+        .iter_mut()
+        .zip(training_results(plus_one_us))
+    {
+        t.extra_job_seconds_per_us_per_exchange = t
+            .projected_job_seconds
+            .zip(other.projected_job_seconds)
+            .map(|(a, b)| b - a);
+    }
 }
 
 /// One collective: time from its start to its last message's completion, and nccl-tests'
@@ -195,6 +287,7 @@ pub fn summary(scenario: &Scenario, out: &Outcome) -> Summary {
         stopped_by_time: r.stopped_by_time,
         watchdog_trips: r.watchdog_trips,
         collectives: collective_results(out),
+        training: training_results(out),
         deadlock: r.deadlock.as_ref().map(|d| DeadlockSummary {
             detected_at_ns: d.at.ns(),
             cycle: d

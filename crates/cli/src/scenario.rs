@@ -13,7 +13,9 @@ use fabricsim_fabric::rocev2::{
     hpcc_ecn, DcqcnConfig, EcnConfig, PauseStorm, PfcWatchdog, RoceConfig,
 };
 use fabricsim_fabric::workload::collective::DEFAULT_CHUNK;
-use fabricsim_fabric::workload::{Collective, CollectiveAlgorithm, CollectiveOp, Message, Traffic};
+use fabricsim_fabric::workload::{
+    Collective, CollectiveAlgorithm, CollectiveOp, Message, Traffic, Training,
+};
 use serde::Deserialize;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -179,6 +181,12 @@ struct FileTraffic {
     channels: Q,
     chunk: Q,
     root: Q,
+    buckets: Q,
+    iterations: Q,
+    forward: Q,
+    backward: Q,
+    overlap: Option<bool>,
+    job_iterations: Q,
 }
 
 /// The topology a scenario asks for.
@@ -763,7 +771,32 @@ impl Scenario {
                 ("chunk", tr.chunk.is_some()),
                 ("root", tr.root.is_some()),
             ];
-            if kind != "collective" {
+            let training_keys = [
+                ("buckets", tr.buckets.is_some()),
+                ("iterations", tr.iterations.is_some()),
+                ("forward", tr.forward.is_some()),
+                ("backward", tr.backward.is_some()),
+                ("overlap", tr.overlap.is_some()),
+                ("job_iterations", tr.job_iterations.is_some()),
+            ];
+            if kind != "training" {
+                if let Some((k, _)) = training_keys.iter().find(|(_, present)| *present) {
+                    return Err(invalid(format!(
+                        "traffic[{i}].{k}: not a key of kind \"{kind}\" (only of \"training\")"
+                    )));
+                }
+            }
+            if kind == "training" {
+                if let Some((k, _)) = [("op", tr.op.is_some()), ("root", tr.root.is_some())]
+                    .iter()
+                    .find(|(_, present)| *present)
+                {
+                    return Err(invalid(format!(
+                        "traffic[{i}].{k}: not a key of kind \"training\" (its all-reduces are implied)"
+                    )));
+                }
+            }
+            if kind != "collective" && kind != "training" {
                 if let Some((k, _)) = collective_keys.iter().find(|(_, present)| *present) {
                     return Err(invalid(format!(
                         "traffic[{i}].{k}: not a key of kind \"{kind}\" (only of \"collective\")"
@@ -781,7 +814,7 @@ impl Scenario {
                     ("dst", tr.dst.is_some()),
                     ("senders", tr.senders.is_some()),
                 ],
-                "collective" => &[
+                "collective" | "training" => &[
                     ("src", tr.src.is_some()),
                     ("dst", tr.dst.is_some()),
                     ("senders", tr.senders.is_some()),
@@ -859,9 +892,45 @@ impl Scenario {
                     collective.validate().map_err(|m| invalid(format!("traffic[{i}] (collective): {m}")))?;
                     Traffic::Collective(collective)
                 }
+                "training" => {
+                    let algorithm = match &tr.algorithm {
+                        None => CollectiveAlgorithm::Ring,
+                        Some(a) => CollectiveAlgorithm::parse(a.get_ref()).ok_or_else(|| invalid(format!(
+                            "line {}: traffic[{i}].algorithm = \"{}\": expected one of {:?}",
+                            c.line(a.span()), a.get_ref(), CollectiveAlgorithm::NAMES
+                        )))?,
+                    };
+                    let ranks = match &tr.ranks {
+                        Some(list) => hosts_list(list, "ranks")?,
+                        None => (0..scenario_hosts).map(HostId).collect(),
+                    };
+                    if algorithm == CollectiveAlgorithm::Hierarchical {
+                        check_server_groups(&ranks, gpus_per_node)
+                            .map_err(|m| invalid(format!("traffic[{i}] (training): {m}")))?;
+                    }
+                    let time = |k: &str, v: &Q| c.quantity(&at(k), v, Dimension::Time).map(|o| o.map(Time));
+                    let job = Training {
+                        ranks,
+                        gradient: size,
+                        buckets: c.count(&at("buckets"), &tr.buckets, 1, 4096)?.unwrap_or(4) as u32,
+                        iterations: c.count(&at("iterations"), &tr.iterations, 1, 1000)?.unwrap_or(3) as u32,
+                        forward: time("forward", &tr.forward)?.unwrap_or(Time::from_us(100)),
+                        backward: time("backward", &tr.backward)?.unwrap_or(Time::from_us(200)),
+                        overlap: tr.overlap.unwrap_or(true),
+                        algorithm,
+                        channels: c.count(&at("channels"), &tr.channels, 1, 64)?.unwrap_or(1) as u32,
+                        chunk: c.positive(&at("chunk"), &tr.chunk, Dimension::Size)?.unwrap_or(DEFAULT_CHUNK),
+                        group: gpus_per_node,
+                        sl,
+                        start,
+                        job_iterations: c.count(&at("job_iterations"), &tr.job_iterations, 1, u64::MAX >> 1)?.unwrap_or(100_000),
+                    };
+                    job.validate().map_err(|m| invalid(format!("traffic[{i}] (training): {m}")))?;
+                    Traffic::Training(job)
+                }
                 other => {
                     return Err(invalid(format!(
-                        "line {}: traffic[{i}].kind = \"{other}\": expected \"flow\", \"incast\", \"permutation\", \"flow-file\" or \"collective\"",
+                        "line {}: traffic[{i}].kind = \"{other}\": expected \"flow\", \"incast\", \"permutation\", \"flow-file\", \"collective\" or \"training\"",
                         c.line(tr.kind.span())
                     )))
                 }
@@ -1171,6 +1240,23 @@ impl Scenario {
                     ByteSize(c.chunk),
                     c.root,
                     c.sl
+                ),
+                Traffic::Training(t) => writeln!(
+                    s,
+                    "\n[[traffic]]\nkind = \"training\"\nranks = {:?}\nsize = \"{}\"   # gradient bytes per iteration\nbuckets = {}\niterations = {}\nforward = \"{}\"\nbackward = \"{}\"\noverlap = {}\nalgorithm = \"{}\"\nchannels = {}\nchunk = \"{}\"\njob_iterations = {}\nstart = \"{}\"\nsl = {}",
+                    ids(&t.ranks),
+                    ByteSize(t.gradient),
+                    t.buckets,
+                    t.iterations,
+                    t.forward,
+                    t.backward,
+                    t.overlap,
+                    t.algorithm.name(),
+                    t.channels,
+                    ByteSize(t.chunk),
+                    t.job_iterations,
+                    t.start,
+                    t.sl
                 ),
                 Traffic::Listed { source, messages } => writeln!(
                     s,

@@ -3,7 +3,7 @@
 //! deadlock detection over a wait-for graph.
 
 use crate::report::DeadlockHop;
-use crate::workload::Message;
+use crate::workload::{Dep, Message};
 use fabricsim_core::topology::{Nvlink, Routes, Topology};
 use fabricsim_core::units::{HostId, PortId, Time};
 use std::collections::VecDeque;
@@ -196,37 +196,40 @@ impl WaitGraph {
 }
 
 /// Which messages wait for which (a workload's `after` lists), as counters: a message is
-/// ready when every message it waits for has completed.
+/// ready when every message it waits for has completed, at the latest completion plus
+/// that dependency's delay.
 #[derive(Clone, Debug, Default)]
 pub struct Dependencies {
     waiting: Vec<u32>,
-    /// Dependents of message i: `dependents[first[i]..first[i + 1]]`.
+    ready_at: Vec<Time>,
+    /// Dependents of message i, with their delays: `dependents[first[i]..first[i + 1]]`.
     first: Vec<u32>,
-    dependents: Vec<u32>,
+    dependents: Vec<(u32, Time)>,
 }
 
 impl Dependencies {
-    pub fn new(after: &[Vec<u32>]) -> Self {
+    pub fn new(after: &[Vec<Dep>]) -> Self {
         let n = after.len();
         let mut count = vec![0u32; n + 1];
         for deps in after {
-            for &d in deps {
-                count[d as usize + 1] += 1;
+            for d in deps {
+                count[d.msg as usize + 1] += 1;
             }
         }
         for i in 0..n {
             count[i + 1] += count[i];
         }
         let mut fill = count.clone();
-        let mut dependents = vec![0; count[n] as usize];
+        let mut dependents = vec![(0, Time::ZERO); count[n] as usize];
         for (i, deps) in after.iter().enumerate() {
-            for &d in deps {
-                dependents[fill[d as usize] as usize] = i as u32;
-                fill[d as usize] += 1;
+            for d in deps {
+                dependents[fill[d.msg as usize] as usize] = (i as u32, d.delay);
+                fill[d.msg as usize] += 1;
             }
         }
         Dependencies {
             waiting: after.iter().map(|d| d.len() as u32).collect(),
+            ready_at: vec![Time::ZERO; n],
             first: count,
             dependents,
         }
@@ -237,14 +240,17 @@ impl Dependencies {
         self.waiting[i] == 0
     }
 
-    /// Message `i` completed: returns the messages that no longer wait, in index order.
-    pub fn complete(&mut self, i: usize) -> Vec<u32> {
+    /// Message `i` completed at `at`: returns the messages that no longer wait, in index
+    /// order, each with the time it may start.
+    pub fn complete(&mut self, i: usize, at: Time) -> Vec<(u32, Time)> {
         let range = self.first[i] as usize..self.first[i + 1] as usize;
         let mut ready = Vec::new();
-        for &j in &self.dependents[range] {
-            self.waiting[j as usize] -= 1;
-            if self.waiting[j as usize] == 0 {
-                ready.push(j);
+        for &(j, delay) in &self.dependents[range] {
+            let j_ = j as usize;
+            self.ready_at[j_] = self.ready_at[j_].max(at + delay);
+            self.waiting[j_] -= 1;
+            if self.waiting[j_] == 0 {
+                ready.push((j, self.ready_at[j_]));
             }
         }
         ready

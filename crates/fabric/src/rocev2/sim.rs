@@ -1150,11 +1150,11 @@ impl Simulation {
     }
 
     /// A message completed at its receiver at `at`: posts the messages that waited only
-    /// for it (at their start time if that is later).
+    /// for it (once their dependency delays have passed, and not before their start).
     fn release_dependents(&mut self, flow: u32, at: Time) {
-        for j in self.deps.complete(flow as usize) {
+        for (j, ready) in self.deps.complete(flow as usize, at) {
             let f = &mut self.flows[j as usize];
-            f.started = f.msg.start.max(at);
+            f.started = f.msg.start.max(ready);
             self.queue
                 .schedule(f.started + self.cfg.nic_tx_latency, Event::Post { flow: j });
         }

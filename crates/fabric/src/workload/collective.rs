@@ -7,7 +7,7 @@
 //! `size` follows nccl-tests: the buffer of all-reduce and broadcast, the whole output of
 //! all-gather, the whole input of reduce-scatter, the send buffer of all-to-all.
 
-use super::{Message, Workload};
+use super::{Dep, Message, Workload};
 use fabricsim_core::units::{HostId, Time};
 
 /// A collective operation.
@@ -190,7 +190,7 @@ impl Collective {
 }
 
 /// `total` split into `parts` near-equal shares (the first `total % parts` one larger).
-fn share(total: u64, parts: u64, i: u64) -> u64 {
+pub(crate) fn share(total: u64, parts: u64, i: u64) -> u64 {
     total / parts + u64::from(i < total % parts)
 }
 
@@ -207,10 +207,38 @@ pub(crate) fn expand(c: &Collective, w: &mut Workload) {
                 g.tree(share(bytes, 2, 1), true);
             }
             (_, CollectiveAlgorithm::HalvingDoubling) => g.halving_doubling(bytes),
-            (_, CollectiveAlgorithm::Hierarchical) => g.hierarchical(bytes),
+            (_, CollectiveAlgorithm::Hierarchical) => {
+                g.hierarchical(bytes, &vec![Vec::new(); c.ranks.len()]);
+            }
             _ => g.ring(bytes),
         }
     }
+}
+
+/// Appends an all-reduce (ring or hierarchical) whose ranks may start only when
+/// `ready[rank]` is met (and after their compute delays there); returns, per rank, the
+/// messages whose arrival completes the all-reduce there (one per channel).
+pub(crate) fn expand_all_reduce_after(
+    c: &Collective,
+    w: &mut Workload,
+    ready: &[Vec<Dep>],
+) -> Vec<Vec<u32>> {
+    let n = c.ranks.len();
+    let mut done = vec![Vec::new(); n];
+    for ch in 0..c.channels as u64 {
+        let bytes = share(c.size, c.channels as u64, ch);
+        let mut g = Graph { c, w };
+        let last = if c.algorithm == CollectiveAlgorithm::Hierarchical {
+            g.hierarchical(bytes, ready)
+        } else {
+            let members: Vec<usize> = (0..n).collect();
+            g.ring_over(&members, bytes, 2 * (n - 1), ready)
+        };
+        for (r, l) in last.into_iter().enumerate() {
+            done[r].extend(l);
+        }
+    }
+    done
 }
 
 /// Builds one channel's messages.
@@ -230,6 +258,18 @@ impl Graph<'_> {
         to: usize,
         size: u64,
         after: Vec<u32>,
+        follows: Option<u32>,
+    ) -> u32 {
+        let deps = after.into_iter().map(Dep::from).collect();
+        self.send_deps(from, to, size, deps, follows)
+    }
+
+    fn send_deps(
+        &mut self,
+        from: usize,
+        to: usize,
+        size: u64,
+        after: Vec<Dep>,
         follows: Option<u32>,
     ) -> u32 {
         let m = Message {
@@ -257,7 +297,7 @@ impl Graph<'_> {
             _ => n - 1,
         };
         let members: Vec<usize> = (0..n).collect();
-        self.ring_over(&members, bytes, steps, &vec![None; n]);
+        self.ring_over(&members, bytes, steps, &vec![Vec::new(); n]);
     }
 
     /// A ring of `steps` steps over `members` (rank indices, in ring order) moving
@@ -270,7 +310,7 @@ impl Graph<'_> {
         members: &[usize],
         bytes: u64,
         steps: usize,
-        ready: &[Option<u32>],
+        ready: &[Vec<Dep>],
     ) -> Vec<Option<u32>> {
         let m = members.len();
         let blocks = m as u64;
@@ -285,12 +325,12 @@ impl Graph<'_> {
                 let size = share(bytes, blocks, block);
                 for p in 0..pieces {
                     let after = if k > 0 {
-                        vec![prev[(i + m - 1) % m][p as usize]]
+                        vec![Dep::from(prev[(i + m - 1) % m][p as usize])]
                     } else {
-                        ready[i].into_iter().collect()
+                        ready[i].clone()
                     };
                     let (from, to) = (members[i], members[(i + 1) % m]);
-                    let id = self.send(from, to, share(size, pieces, p), after, last_own[i]);
+                    let id = self.send_deps(from, to, share(size, pieces, p), after, last_own[i]);
                     last_own[i] = Some(id);
                     now[i].push(id);
                 }
@@ -306,13 +346,15 @@ impl Graph<'_> {
     /// reduce-scatter ring inside each server (NVLink), then per local GPU index an
     /// all-reduce ring across servers (one rail each) on that GPU's share, then an
     /// all-gather ring inside each server.
-    fn hierarchical(&mut self, bytes: u64) {
+    fn hierarchical(&mut self, bytes: u64, initial: &[Vec<Dep>]) -> Vec<Option<u32>> {
         let (n, g) = (self.n(), self.c.group as usize);
         let servers = n / g;
         let local = |s: usize| -> Vec<usize> { (s * g..(s + 1) * g).collect() };
+        let deps = |last: Option<u32>| -> Vec<Dep> { last.into_iter().map(Dep::from).collect() };
         let mut ready: Vec<Option<u32>> = vec![None; n];
         for s in 0..servers {
-            let got = self.ring_over(&local(s), bytes, g - 1, &vec![None; g]);
+            let starts: Vec<Vec<Dep>> = local(s).iter().map(|&r| initial[r].clone()).collect();
+            let got = self.ring_over(&local(s), bytes, g - 1, &starts);
             // After the reduce-scatter, GPU i holds the reduced block i+1 (mod g); its
             // size is the share carried across servers.
             for (i, last) in got.into_iter().enumerate() {
@@ -321,17 +363,22 @@ impl Graph<'_> {
         }
         for l in 0..g {
             let members: Vec<usize> = (0..servers).map(|s| s * g + l).collect();
-            let starts: Vec<Option<u32>> = members.iter().map(|&r| ready[r]).collect();
+            let starts: Vec<Vec<Dep>> = members.iter().map(|&r| deps(ready[r])).collect();
             let share_bytes = share(bytes, g as u64, ((l + 1) % g) as u64);
             let got = self.ring_over(&members, share_bytes, 2 * (servers - 1), &starts);
             for (j, last) in got.into_iter().enumerate() {
                 ready[members[j]] = last.or(ready[members[j]]);
             }
         }
+        let mut done = vec![None; n];
         for s in 0..servers {
-            let starts: Vec<Option<u32>> = local(s).iter().map(|&r| ready[r]).collect();
-            self.ring_over(&local(s), bytes, g - 1, &starts);
+            let starts: Vec<Vec<Dep>> = local(s).iter().map(|&r| deps(ready[r])).collect();
+            let got = self.ring_over(&local(s), bytes, g - 1, &starts);
+            for (i, last) in got.into_iter().enumerate() {
+                done[s * g + i] = last;
+            }
         }
+        done
     }
 
     /// Broadcast as a pipelined chain from the root along the ring order.
@@ -499,7 +546,7 @@ mod tests {
         let mut w = Workload::default();
         expand(&c, &mut w);
         for (i, deps) in w.after.iter().enumerate() {
-            for &d in deps {
+            for d in deps.iter().map(|d| d.msg) {
                 assert!((d as usize) < i, "message {i} waits for a later one");
                 // A message waits for data that reached its sender.
                 let (m, dep) = (w.messages[i], w.messages[d as usize]);

@@ -4,6 +4,7 @@
 //! others. Collectives expand into message graphs in [`collective`].
 
 pub mod collective;
+pub mod training;
 
 pub use collective::{Collective, CollectiveAlgorithm, CollectiveOp};
 use fabricsim_core::units::{HostId, Time};
@@ -11,6 +12,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::ops::Range;
+pub use training::Training;
 
 /// One RDMA WRITE from `src` to `dst`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,19 +57,40 @@ pub enum Traffic {
     },
     /// A collective over ranks, expanded into dependent messages.
     Collective(Collective),
+    /// A data-parallel training job.
+    Training(Training),
+}
+
+/// A dependency: wait for message `msg` to complete at its receiver, then `delay` more
+/// (compute time, for training jobs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dep {
+    pub msg: u32,
+    pub delay: Time,
+}
+
+impl From<u32> for Dep {
+    fn from(msg: u32) -> Self {
+        Dep {
+            msg,
+            delay: Time::ZERO,
+        }
+    }
 }
 
 /// Messages and the order among them: message `i` is posted at its start, or once every
-/// message in `after[i]` has completed at its receiver, whichever is later. A message
+/// dependency in `after[i]` is met, whichever is later. A message
 /// that `follows` another shares its connection (QP): it starts sending only once that
 /// one has handed all its packets to the wire, as work requests on one QP do.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Workload {
     pub messages: Vec<Message>,
-    pub after: Vec<Vec<u32>>,
+    pub after: Vec<Vec<Dep>>,
     pub follows: Vec<Option<u32>>,
     /// The collectives, each with the range of its messages.
     pub collectives: Vec<(Collective, Range<u32>)>,
+    /// The training jobs, each with its iterations' ranges of messages.
+    pub trainings: Vec<(Training, Vec<Range<u32>>)>,
 }
 
 impl Workload {
@@ -78,12 +101,13 @@ impl Workload {
             follows: vec![None; messages.len()],
             messages,
             collectives: Vec::new(),
+            trainings: Vec::new(),
         }
     }
 
     /// Appends a message that waits for `after` and, on its connection, `follows`;
     /// returns its index.
-    pub fn push(&mut self, m: Message, after: Vec<u32>, follows: Option<u32>) -> u32 {
+    pub fn push(&mut self, m: Message, after: Vec<Dep>, follows: Option<u32>) -> u32 {
         self.messages.push(m);
         self.after.push(after);
         self.follows.push(follows);
@@ -95,12 +119,20 @@ impl Workload {
 pub fn build(traffic: &[Traffic], seed: u64) -> Workload {
     let mut w = Workload::default();
     for (i, t) in traffic.iter().enumerate() {
-        if let Traffic::Collective(c) = t {
-            let first = w.messages.len() as u32;
-            collective::expand(c, &mut w);
-            let end = w.messages.len() as u32;
-            w.collectives.push((c.clone(), first..end));
-            continue;
+        match t {
+            Traffic::Collective(c) => {
+                let first = w.messages.len() as u32;
+                collective::expand(c, &mut w);
+                let end = w.messages.len() as u32;
+                w.collectives.push((c.clone(), first..end));
+                continue;
+            }
+            Traffic::Training(job) => {
+                let ranges = training::expand(job, &mut w);
+                w.trainings.push((job.clone(), ranges));
+                continue;
+            }
+            _ => {}
         }
         let out = &mut w.messages;
         let before = out.len();
@@ -150,7 +182,7 @@ pub fn build(traffic: &[Traffic], seed: u64) -> Workload {
                 }));
             }
             Traffic::Listed { messages, .. } => out.extend_from_slice(messages),
-            Traffic::Collective(_) => unreachable!("expanded above"),
+            Traffic::Collective(_) | Traffic::Training(_) => unreachable!("expanded above"),
         }
         let added = w.messages.len() - before;
         w.after.extend(std::iter::repeat_n(Vec::new(), added));

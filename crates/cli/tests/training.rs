@@ -1,0 +1,97 @@
+//! Training jobs: iteration time = compute + exposed communication, on cases with a
+//! closed-form answer, and the cost of one more microsecond per exchange.
+
+mod common;
+use common::scenario;
+use fabricsim::experiment;
+use fabricsim::results::{add_sensitivity, summary, training_results, TrainingResult};
+use fabricsim_core::wire::ib;
+
+fn job(traffic: &str) -> (fabricsim::scenario::Scenario, TrainingResult) {
+    let s = scenario(&format!(
+        "[topology]\nkind = \"single-switch\"\nhosts = 8\n[[traffic]]\nkind = \"training\"\n{traffic}\n"
+    ));
+    let out = experiment::run(&s, None, false).unwrap();
+    let r = training_results(&out).remove(0);
+    (s, r)
+}
+
+/// Ring all-reduce time of `bytes` over 8 ranks at 400 Gb/s on one switch (as in
+/// collectives.rs: bandwidth term plus one step latency per step; chunk pipelining hides
+/// part of the latency term, so the simulated time sits up to a few per cent below).
+fn ring_ns(s: &fabricsim::scenario::Scenario, bytes: f64) -> f64 {
+    let frame = ib::write_packet_len(4096, false) as f64;
+    let b = s.link_rate.bps() as f64 / 8.0 * 4096.0 / frame;
+    let step = s.ib.hca_tx_latency
+        + s.ib.hca_rx_latency
+        + s.link_delay * 2
+        + s.ib.switch_latency
+        + s.link_rate.serialization(frame as u64);
+    14.0 / 8.0 * bytes / b * 1e9 + 14.0 * step.ps() as f64 / 1e3
+}
+
+fn assert_close(got: f64, expected: f64, what: &str) {
+    let err = (got - expected).abs() / expected;
+    assert!(
+        err < 0.03,
+        "{what}: {got:.0} vs {expected:.0} ({:.2} % off)",
+        err * 100.0
+    );
+}
+
+#[test]
+fn without_overlap_the_whole_all_reduce_is_exposed() {
+    let (s, r) = job("size = \"64MiB\"\nbuckets = 1\niterations = 3\nforward = \"1ms\"\nbackward = \"2ms\"\noverlap = false");
+    let t_ar = ring_ns(&s, (64u64 << 20) as f64);
+    let it = r.iteration_time_ns.unwrap();
+    assert_close(it, 3e6 + t_ar, "iteration = compute + all-reduce (ns)");
+    assert_close(
+        r.exposed_communication_ns.unwrap(),
+        t_ar,
+        "exposed communication (ns)",
+    );
+    assert!((r.projected_job_seconds.unwrap() - it * 1e-9 * 100_000.0).abs() < 1e-9);
+}
+
+#[test]
+fn with_overlap_only_the_last_bucket_is_exposed() {
+    // Four 16 MiB buckets, one produced every millisecond of backward; each all-reduce
+    // (about 0.6 ms) ends before the next bucket is ready, so only the last one shows:
+    // iteration = forward + backward + one bucket's all-reduce, that all-reduce measured
+    // alone on the same fabric (collectives.rs checks it against its analytic time).
+    let (s, r) =
+        job("size = \"64MiB\"\nbuckets = 4\niterations = 3\nforward = \"1ms\"\nbackward = \"4ms\"");
+    let alone = scenario("[topology]\nkind = \"single-switch\"\nhosts = 8\n[[traffic]]\nkind = \"collective\"\nop = \"all-reduce\"\nsize = \"16MiB\"\n");
+    let out = experiment::run(&alone, None, false).unwrap();
+    let t_bucket = fabricsim::results::collective_results(&out)[0]
+        .time_ns
+        .unwrap();
+    assert!(t_bucket < 1e6);
+    assert_close(
+        t_bucket,
+        ring_ns(&s, (16u64 << 20) as f64),
+        "bucket all-reduce vs analytic (ns)",
+    );
+    let exposed = r.exposed_communication_ns.unwrap();
+    assert!(
+        (exposed - t_bucket).abs() / t_bucket < 0.01,
+        "exposed {exposed:.0} ns vs the last bucket's all-reduce {t_bucket:.0} ns"
+    );
+    assert!((r.iteration_time_ns.unwrap() - (5e6 + exposed)).abs() < 1.0);
+}
+
+#[test]
+fn one_more_microsecond_per_exchange_lengthens_the_job() {
+    let s = scenario("[topology]\nkind = \"single-switch\"\nhosts = 8\n[[traffic]]\nkind = \"training\"\nsize = \"8MiB\"\nbuckets = 2\niterations = 2\nforward = \"50us\"\nbackward = \"100us\"\noverlap = false\njob_iterations = 1000000\n");
+    let out = experiment::run(&s, None, false).unwrap();
+    let mut sum = summary(&s, &out);
+    let plus = experiment::run(&experiment::plus_one_us_per_exchange(&s), None, false).unwrap();
+    add_sensitivity(&mut sum, &plus);
+    let extra = sum.training[0]
+        .extra_job_seconds_per_us_per_exchange
+        .unwrap();
+    // Each all-reduce's first step pays the microsecond at least once; 2 buckets per
+    // iteration over a million iterations is at least 2 s, and at most one microsecond
+    // for every step of every bucket (2 x 14), 28 s.
+    assert!((2.0..=28.0).contains(&extra), "{extra} s");
+}
