@@ -12,9 +12,10 @@ use fabricsim_fabric::infiniband::{default_sl_to_vl, IbCc, IbConfig};
 use fabricsim_fabric::rocev2::{
     hpcc_ecn, DcqcnConfig, EcnConfig, PauseStorm, PfcWatchdog, RoceConfig,
 };
+use fabricsim_fabric::workload::chakra::{self, ChakraJob};
 use fabricsim_fabric::workload::collective::DEFAULT_CHUNK;
 use fabricsim_fabric::workload::{
-    Collective, CollectiveAlgorithm, CollectiveOp, Message, Traffic, Training,
+    Collective, CollectiveAlgorithm, CollectiveOp, Message, Traffic, Training, Workload,
 };
 use serde::Deserialize;
 use std::fmt::Write as _;
@@ -725,9 +726,20 @@ impl Scenario {
                 traffic.push(flow_file(&c, base, i, tr, &topology)?);
                 continue;
             }
+            if kind == "chakra" {
+                traffic.push(chakra_traces(
+                    &c,
+                    base,
+                    i,
+                    tr,
+                    scenario_hosts,
+                    gpus_per_node,
+                )?);
+                continue;
+            }
             if tr.path.is_some() {
                 return Err(invalid(format!(
-                    "traffic[{i}].path: not a key of kind \"{kind}\" (only of \"flow-file\")"
+                    "traffic[{i}].path: not a key of kind \"{kind}\" (only of \"flow-file\" and \"chakra\")"
                 )));
             }
             let size = c
@@ -930,7 +942,7 @@ impl Scenario {
                 }
                 other => {
                     return Err(invalid(format!(
-                        "line {}: traffic[{i}].kind = \"{other}\": expected \"flow\", \"incast\", \"permutation\", \"flow-file\", \"collective\" or \"training\"",
+                        "line {}: traffic[{i}].kind = \"{other}\": expected \"flow\", \"incast\", \"permutation\", \"flow-file\", \"collective\", \"training\" or \"chakra\"",
                         c.line(tr.kind.span())
                     )))
                 }
@@ -1258,6 +1270,19 @@ impl Scenario {
                     t.start,
                     t.sl
                 ),
+                Traffic::Chakra(job) => writeln!(
+                    s,
+                    "\n[[traffic]]\nkind = \"chakra\"\npath = \"{}\"\nranks = {:?}\nalgorithm = \"{}\"\nchannels = {}\nchunk = \"{}\"\nstart = \"{}\"\nsl = {}\n# {} traces, {} nodes",
+                    job.source,
+                    ids(&job.ranks),
+                    job.algorithm.name(),
+                    job.channels,
+                    ByteSize(job.chunk),
+                    job.start,
+                    job.sl,
+                    job.traces.len(),
+                    job.traces.iter().map(Vec::len).sum::<usize>()
+                ),
                 Traffic::Listed { source, messages } => writeln!(
                     s,
                     "\n[[traffic]]\nkind = \"flow-file\"\npath = \"{source}\"\n# {} flows",
@@ -1514,6 +1539,92 @@ fn topology_hosts(t: &TopologySpec) -> u32 {
         TopologySpec::File { graph, .. } => graph.host_count(),
         TopologySpec::RailOptimized { nodes, gpus, .. } => nodes * gpus,
     }
+}
+
+/// A `chakra` traffic entry: a folder of execution traces, one `<name>.<rank>.et` per rank;
+/// rank i runs on `ranks[i]` (default host i). Checked by expanding it once here, so a
+/// trace that cannot run is an input error.
+fn chakra_traces(
+    c: &Ctx,
+    base: &Path,
+    i: usize,
+    tr: &FileTraffic,
+    hosts: u32,
+    gpus_per_node: u32,
+) -> Result<Traffic, ScenarioError> {
+    let at = |k: &str| format!("traffic[{i}].{k}");
+    let stray = [
+        ("src", tr.src.is_some()),
+        ("dst", tr.dst.is_some()),
+        ("senders", tr.senders.is_some()),
+        ("hosts", tr.hosts.is_some()),
+        ("size", tr.size.is_some()),
+        ("op", tr.op.is_some()),
+        ("root", tr.root.is_some()),
+    ];
+    if let Some((k, _)) = stray.iter().find(|(_, present)| *present) {
+        return Err(invalid(format!(
+            "traffic[{i}].{k}: not a key of kind \"chakra\" (the traces give it)"
+        )));
+    }
+    let path = tr.path.as_ref().ok_or_else(|| {
+        invalid(format!(
+            "{}: required by kind \"chakra\" (a folder of traces)",
+            at("path")
+        ))
+    })?;
+    let shown = path.get_ref().clone();
+    let bad = |m: String| {
+        invalid(format!(
+            "line {}: {} = \"{shown}\": {m}",
+            c.line(path.span()),
+            at("path")
+        ))
+    };
+    let traces = crate::chakra::read_folder(&base.join(&shown)).map_err(bad)?;
+    let ranks: Vec<HostId> = match &tr.ranks {
+        Some(list) => list
+            .iter()
+            .map(|v| c.host(&at("ranks"), v, hosts))
+            .collect::<Result<_, _>>()?,
+        None => (0..traces.len() as u32).map(HostId).collect(),
+    };
+    if ranks.len() != traces.len() || ranks.iter().any(|h| h.0 >= hosts) {
+        return Err(bad(format!(
+            "{} traces for {} ranks on {hosts} hosts: give one host per trace in ranks",
+            traces.len(),
+            ranks.len()
+        )));
+    }
+    let algorithm = match &tr.algorithm {
+        None => CollectiveAlgorithm::Ring,
+        Some(a) => CollectiveAlgorithm::parse(a.get_ref()).ok_or_else(|| {
+            invalid(format!(
+                "{} = \"{}\": expected one of {:?}",
+                at("algorithm"),
+                a.get_ref(),
+                CollectiveAlgorithm::NAMES
+            ))
+        })?,
+    };
+    let job = ChakraJob {
+        source: shown.clone(),
+        ranks,
+        traces,
+        algorithm,
+        channels: c.count(&at("channels"), &tr.channels, 1, 64)?.unwrap_or(1) as u32,
+        chunk: c
+            .positive(&at("chunk"), &tr.chunk, Dimension::Size)?
+            .unwrap_or(DEFAULT_CHUNK),
+        group: gpus_per_node,
+        sl: c.count(&at("sl"), &tr.sl, 0, 15)?.unwrap_or(0) as u8,
+        start: Time(
+            c.quantity(&at("start"), &tr.start, Dimension::Time)?
+                .unwrap_or(0),
+        ),
+    };
+    chakra::expand(&job, &mut Workload::default()).map_err(bad)?;
+    Ok(Traffic::Chakra(job))
 }
 
 /// The hierarchical algorithm takes ranks server by server: each run of `gpus`

@@ -9,6 +9,7 @@
 
 use super::{Dep, Message, Workload};
 use fabricsim_core::units::{HostId, Time};
+use std::collections::BTreeMap;
 
 /// A collective operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -239,6 +240,27 @@ pub(crate) fn expand_all_reduce_after(
         }
     }
     done
+}
+
+/// Appends any collective whose ranks may start only when `ready[rank]` is met: the
+/// messages that start it (those waiting for nothing else) get the rank's dependencies.
+/// Returns, per rank, the last message it receives from each peer.
+pub(crate) fn expand_after(c: &Collective, w: &mut Workload, ready: &[Vec<Dep>]) -> Vec<Vec<u32>> {
+    let first = w.messages.len();
+    expand(c, w);
+    let rank_of = |h: HostId| c.ranks.iter().position(|&r| r == h).expect("a rank");
+    let mut last: Vec<BTreeMap<usize, u32>> = vec![BTreeMap::new(); c.ranks.len()];
+    for i in first..w.messages.len() {
+        let m = w.messages[i];
+        let (src, dst) = (rank_of(m.src), rank_of(m.dst));
+        if w.after[i].is_empty() {
+            w.after[i] = ready[src].clone();
+        }
+        last[dst].insert(src, i as u32);
+    }
+    last.into_iter()
+        .map(|l| l.into_values().collect())
+        .collect()
 }
 
 /// Builds one channel's messages.

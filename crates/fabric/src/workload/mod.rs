@@ -3,6 +3,7 @@
 //! the traffic entry's position, so adding an entry does not change the draws of the
 //! others. Collectives expand into message graphs in [`collective`].
 
+pub mod chakra;
 pub mod collective;
 pub mod training;
 
@@ -59,6 +60,8 @@ pub enum Traffic {
     Collective(Collective),
     /// A data-parallel training job.
     Training(Training),
+    /// Execution traces, one per rank (validated when the scenario was loaded).
+    Chakra(chakra::ChakraJob),
 }
 
 /// A dependency: wait for message `msg` to complete at its receiver, then `delay` more
@@ -132,6 +135,11 @@ pub fn build(traffic: &[Traffic], seed: u64) -> Workload {
                 w.trainings.push((job.clone(), ranges));
                 continue;
             }
+            Traffic::Chakra(job) => {
+                let ran = chakra::expand(job, &mut w).expect("traces validated at load");
+                w.collectives.extend(ran);
+                continue;
+            }
             _ => {}
         }
         let out = &mut w.messages;
@@ -182,7 +190,9 @@ pub fn build(traffic: &[Traffic], seed: u64) -> Workload {
                 }));
             }
             Traffic::Listed { messages, .. } => out.extend_from_slice(messages),
-            Traffic::Collective(_) | Traffic::Training(_) => unreachable!("expanded above"),
+            Traffic::Collective(_) | Traffic::Training(_) | Traffic::Chakra(_) => {
+                unreachable!("expanded above")
+            }
         }
         let added = w.messages.len() - before;
         w.after.extend(std::iter::repeat_n(Vec::new(), added));
