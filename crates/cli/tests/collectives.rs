@@ -278,3 +278,34 @@ fn hierarchical_all_reduce_on_8_gpu_servers_beats_a_flat_ring() {
         flat / hier
     );
 }
+
+#[test]
+fn sharp_all_reduce_runs_at_the_link_rate_in_algbw() {
+    // SHARP on a k=4 fat-tree (16 ranks): each rank sends its buffer once up the switches'
+    // aggregation tree and receives the result once, so algbw is the link's payload rate,
+    // and nccl-tests' busbw = algbw x 2(n-1)/n is nearly twice the ring's.
+    let text = |alg: &str, fabric: &str| {
+        format!("[fabric]\nkind = \"{fabric}\"\n[topology]\nkind = \"fat-tree\"\nk = 4\n[[traffic]]\nkind = \"collective\"\nop = \"all-reduce\"\nalgorithm = \"{alg}\"\nsize = \"64MiB\"\n")
+    };
+    let s = scenario(&text("sharp", "infiniband"));
+    let sharp = run(&s);
+    let ring = run(&scenario(&text("ring", "infiniband")));
+    let (b, _) = link_model(&s);
+    assert_close(
+        sharp.algbw_gbps.unwrap(),
+        b / 1e9,
+        0.03,
+        "SHARP algbw (GB/s)",
+    );
+    let n = 16.0;
+    assert_close(
+        sharp.busbw_gbps.unwrap() / ring.busbw_gbps.unwrap(),
+        2.0 * (n - 1.0) / n,
+        0.03,
+        "SHARP busbw / ring busbw",
+    );
+    let err = experiment::run(&scenario(&text("sharp", "rocev2")), None, false)
+        .err()
+        .unwrap();
+    assert!(err.contains("InfiniBand"), "{err}");
+}

@@ -13,6 +13,7 @@
 //! - HCAs consume arriving packets at once and return credits immediately.
 
 mod config;
+mod sharp;
 mod sim;
 
 pub use crate::driver::CaptureFilter;

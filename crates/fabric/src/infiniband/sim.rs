@@ -1,6 +1,7 @@
 //! The InfiniBand simulation: state arenas, the event enum and its handlers.
 
 use super::config::IbConfig;
+use super::sharp::SharpGroup;
 use crate::driver::{
     self, deadlock_hop, CaptureFilter, Dependencies, EventDriven, NvlinkDomains, WaitGraph, Wire,
 };
@@ -23,6 +24,11 @@ enum Kind {
     Ack,
     /// A BECN returned to the source (an ACK-format packet with the BECN bit).
     Becn,
+    /// SHARP: a chunk of a rank's buffer, or a partial sum, going up the aggregation tree
+    /// of group `dst`.
+    SharpUp,
+    /// SHARP: a chunk of the result going down the tree of group `dst`.
+    SharpDown,
 }
 
 /// A packet as the simulator carries it (28 bytes; no payload bytes are held).
@@ -182,6 +188,8 @@ struct Flow {
     successor: Option<u32>,
     /// The message this one's connection moved on to.
     handed_to: Option<u32>,
+    /// The SHARP group this rank's buffer feeds.
+    sharp: Option<u32>,
 }
 
 /// A packet as it left its source HCA.
@@ -213,6 +221,7 @@ pub struct Simulation {
     flows: Vec<Flow>,
     deps: Dependencies,
     nvlink: NvlinkDomains,
+    sharp: Vec<SharpGroup>,
     flows_acked: usize,
     stop_at: Option<Time>,
     stopped_by_time: bool,
@@ -269,7 +278,8 @@ impl Simulation {
                     releasing: None,
                     arbiter: VlArbiter::new(entries.clone()),
                     egress: if is_switch {
-                        vec![EgressVl::new(inputs); vls]
+                        // One more input for packets the switch makes itself (SHARP).
+                        vec![EgressVl::new(inputs + 1); vls]
                     } else {
                         Vec::new()
                     },
@@ -294,6 +304,18 @@ impl Simulation {
         let messages = &workload.messages;
         let deps = Dependencies::new(&workload.after);
         let nvlink = NvlinkDomains::new(&topo);
+        let sharp = workload
+            .sharp_groups
+            .iter()
+            .map(|r| {
+                let ranks: Vec<HostId> = messages[r.start as usize..r.end as usize]
+                    .iter()
+                    .map(|m| m.src)
+                    .collect();
+                let chunks = RcSender::new(messages[r.start as usize].size, cfg.mtu, 1).packets();
+                SharpGroup::build(&topo, &ranks, r.clone(), chunks)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let flows = messages
             .iter()
             .enumerate()
@@ -319,6 +341,11 @@ impl Simulation {
                     injected: false,
                     successor: None,
                     handed_to: None,
+                    sharp: workload
+                        .sharp_groups
+                        .iter()
+                        .position(|r| r.contains(&(i as u32)))
+                        .map(|g| g as u32),
                 }
             })
             .collect();
@@ -338,6 +365,7 @@ impl Simulation {
             flows,
             deps,
             nvlink,
+            sharp,
             flows_acked: 0,
             stop_at,
             stopped_by_time: false,
@@ -488,10 +516,10 @@ impl Simulation {
                 }
                 let q = i * vls + vl;
                 g.waits_on[q] = Some(peer.index() * vls + vl);
-                for (k, fifo) in e.inputs.iter().enumerate() {
+                for (input, fifo) in inputs.iter().zip(&e.inputs) {
                     let blocks: u64 = fifo.iter().map(|pkt| pkt.blocks() as u64).sum();
                     if blocks > 0 {
-                        g.holds[q].push((inputs[k].index() * vls + vl, blocks));
+                        g.holds[q].push((input.index() * vls + vl, blocks));
                     }
                 }
             }
@@ -644,15 +672,17 @@ impl Simulation {
         p.queued -= pkt.wire as u64;
         p.arbiter.charge(pkt.blocks());
         let node = self.topo.port(port).node;
-        let input_port = self.topo.node_ports(node)[input as usize];
-        Pick::Send(
-            pkt,
-            Some(Release {
+        // Packets the switch made itself (the last input) hold no input buffer.
+        let release = self
+            .topo
+            .node_ports(node)
+            .get(input as usize)
+            .map(|&input_port| Release {
                 input: input_port,
                 vl,
                 blocks: pkt.blocks(),
-            }),
-        )
+            });
+        Pick::Send(pkt, release)
     }
 
     fn pick_hca(&mut self, port: PortId, host: HostId, now: Time) -> Pick {
@@ -717,16 +747,23 @@ impl Simulation {
                 None => Time::ZERO,
             };
             flow.next_allowed = now + rate.serialization(wire as u64) + gap;
-            flow.sent_bytes += seg.payload as u64;
+            // SHARP buffers count as sent and delivered together, when the result is in.
+            if flow.sharp.is_none() {
+                flow.sent_bytes += seg.payload as u64;
+            }
             self.packets_in_flight += 1;
             self.peak_packets_in_flight = self.peak_packets_in_flight.max(self.packets_in_flight);
+            let (kind, dst) = match flow.sharp {
+                Some(g) => (Kind::SharpUp, g),
+                None => (Kind::Data, flow.msg.dst.0),
+            };
             Packet {
                 flow: f,
                 index: seg.index,
                 payload: seg.payload,
                 wire,
-                dst: flow.msg.dst.0,
-                kind: Kind::Data,
+                dst,
+                kind,
                 opcode: seg.opcode,
                 vl,
                 fecn: false,
@@ -753,7 +790,7 @@ impl Simulation {
         }
         let flow = &self.flows[pkt.flow as usize];
         let (src, dst) = match pkt.kind {
-            Kind::Data => (flow.msg.src, flow.msg.dst),
+            Kind::Data | Kind::SharpUp | Kind::SharpDown => (flow.msg.src, flow.msg.dst),
             Kind::Ack | Kind::Becn => (flow.msg.dst, flow.msg.src),
         };
         let psn = pkt.index & PSN_MASK;
@@ -824,8 +861,57 @@ impl Simulation {
         }
     }
 
+    /// A SHARP packet reached switch `node` on `input`: the aggregation unit takes it
+    /// (returning its credits), and sends on what is complete: a reduced chunk to the
+    /// parent, or at the root the result down, or (going down) copies to every child.
+    fn sharp_at_switch(&mut self, node: NodeId, input: PortId, pkt: Packet, now: Time) {
+        let q = &mut self.ports[input.index()];
+        q.rx_credit[pkt.vl as usize].on_free(pkt.blocks());
+        q.fc_pending |= 1 << pkt.vl;
+        self.try_transmit(input);
+        self.packets_in_flight -= 1;
+        let g = &mut self.sharp[pkt.dst as usize];
+        let outs: Vec<(PortId, Kind)> = match pkt.kind {
+            Kind::SharpUp if !g.contribute(node, pkt.index) => Vec::new(),
+            Kind::SharpUp => match g.up[node.index()] {
+                Some(p) => vec![(p, Kind::SharpUp)],
+                None => g.down[node.index()]
+                    .iter()
+                    .map(|&p| (p, Kind::SharpDown))
+                    .collect(),
+            },
+            _ => g.down[node.index()]
+                .iter()
+                .map(|&p| (p, Kind::SharpDown))
+                .collect(),
+        };
+        for (out, kind) in outs {
+            self.enqueue_generated(out, Packet { kind, ..pkt }, now);
+        }
+    }
+
+    /// Queues a packet the switch made itself at egress `out`, after the switch latency.
+    fn enqueue_generated(&mut self, out: PortId, pkt: Packet, now: Time) {
+        self.packets_in_flight += 1;
+        self.peak_packets_in_flight = self.peak_packets_in_flight.max(self.packets_in_flight);
+        let o = &mut self.ports[out.index()];
+        let e = &mut o.egress[pkt.vl as usize];
+        let local = e.inputs.len() - 1;
+        e.inputs[local].push_back(pkt);
+        e.maturing
+            .push_back((now + self.cfg.switch_latency, local as u16));
+        e.bytes += pkt.wire as u64;
+        o.queued += pkt.wire as u64;
+        o.peak_queue = o.peak_queue.max(o.queued);
+        self.try_transmit(out);
+    }
+
     /// Routes a packet that arrived at switch `node` on `input` into an egress queue.
     fn forward(&mut self, node: NodeId, input: PortId, mut pkt: Packet, now: Time) {
+        if matches!(pkt.kind, Kind::SharpUp | Kind::SharpDown) {
+            self.sharp_at_switch(node, input, pkt, now);
+            return;
+        }
         let dst = HostId(pkt.dst);
         let out = if self.cfg.adaptive_routing {
             let cands = self.routes.candidates(node, dst);
@@ -950,6 +1036,23 @@ impl Simulation {
 
     /// A packet reached host `h`.
     fn deliver(&mut self, h: HostId, pkt: Packet, now: Time) {
+        if pkt.kind == Kind::SharpDown {
+            self.packets_in_flight -= 1;
+            let g = &mut self.sharp[pkt.dst as usize];
+            g.received[h.index()] += 1;
+            if g.received[h.index()] == g.chunks {
+                let fid = g.flow_of_host[h.index()].expect("a rank of the group");
+                let at = now + self.cfg.hca_rx_latency;
+                let f = &mut self.flows[fid as usize];
+                f.sent_bytes = f.msg.size;
+                f.delivered_bytes = f.msg.size;
+                f.finish = Some(at);
+                f.acked = Some(now);
+                self.flows_acked += 1;
+                self.release_dependents(fid, at);
+            }
+            return;
+        }
         let flow = &mut self.flows[pkt.flow as usize];
         match pkt.kind {
             Kind::Data => {
@@ -1004,6 +1107,9 @@ impl Simulation {
                     flow.acked = Some(now);
                     self.flows_acked += 1;
                 }
+            }
+            Kind::SharpUp | Kind::SharpDown => {
+                unreachable!("SHARP packets end at switches or above")
             }
         }
     }
@@ -1067,6 +1173,20 @@ impl Simulation {
     /// every link, a switch latency per switch, the whole message serialised once at the
     /// host rate, and the last packet re-serialised at every store-and-forward switch.
     fn ideal_fct(&self, m: &Message) -> Time {
+        if m.src == m.dst {
+            // SHARP: up the tree and down again, the buffer serialised once.
+            let depth = self.sharp.iter().map(|g| g.depth).max().unwrap_or(1) as u64;
+            let rate = self.topo.port(self.topo.host_port(m.src)).rate;
+            let packet = ib::write_packet_len(self.cfg.mtu, false) as u64;
+            let packets = m.size.div_ceil(self.cfg.mtu as u64).max(1);
+            return self.cfg.hca_tx_latency
+                + self.cfg.hca_rx_latency
+                + rate.serialization(packets * packet)
+                + (self.topo.port(self.topo.host_port(m.src)).delay
+                    + self.cfg.switch_latency
+                    + rate.serialization(packet))
+                    * (2 * depth);
+        }
         if self.topo.over_nvlink(m.src, m.dst) {
             return self.cfg.hca_tx_latency + self.nvlink.ideal(m.size);
         }

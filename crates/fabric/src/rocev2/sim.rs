@@ -316,6 +316,12 @@ impl Simulation {
         if !workload.messages.is_empty() {
             queue.schedule(cfg.rate_sample, Event::SampleRates);
         }
+        if !workload.sharp_groups.is_empty() {
+            return Err(
+                "algorithm \"sharp\": SHARP in-network aggregation needs InfiniBand switches"
+                    .into(),
+            );
+        }
         let messages = &workload.messages;
         let deps = Dependencies::new(&workload.after);
         let nvlink = NvlinkDomains::new(&topo);

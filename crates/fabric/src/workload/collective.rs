@@ -93,17 +93,28 @@ pub enum CollectiveAlgorithm {
     Hierarchical,
     /// Every rank sends to every other at once (all-to-all).
     Direct,
+    /// In-network aggregation on InfiniBand switches (NVIDIA SHARP): each rank sends its
+    /// buffer once up an aggregation tree of switches and receives the result once
+    /// (all-reduce).
+    Sharp,
 }
 
 impl CollectiveAlgorithm {
-    pub const NAMES: [&'static str; 5] =
-        ["ring", "tree", "halving-doubling", "hierarchical", "direct"];
-    const ALL: [CollectiveAlgorithm; 5] = [
+    pub const NAMES: [&'static str; 6] = [
+        "ring",
+        "tree",
+        "halving-doubling",
+        "hierarchical",
+        "direct",
+        "sharp",
+    ];
+    const ALL: [CollectiveAlgorithm; 6] = [
         CollectiveAlgorithm::Ring,
         CollectiveAlgorithm::Tree,
         CollectiveAlgorithm::HalvingDoubling,
         CollectiveAlgorithm::Hierarchical,
         CollectiveAlgorithm::Direct,
+        CollectiveAlgorithm::Sharp,
     ];
 
     pub fn parse(s: &str) -> Option<Self> {
@@ -154,7 +165,7 @@ impl Collective {
             A::Tree => self.op == O::AllReduce,
             A::HalvingDoubling => matches!(self.op, O::AllReduce | O::ReduceScatter | O::AllGather),
             A::Direct => self.op == O::AllToAll,
-            A::Hierarchical => self.op == O::AllReduce,
+            A::Hierarchical | A::Sharp => self.op == O::AllReduce,
         };
         if !ok {
             return Err(format!(
@@ -208,6 +219,7 @@ pub(crate) fn expand(c: &Collective, w: &mut Workload) {
                 g.tree(share(bytes, 2, 1), true);
             }
             (_, CollectiveAlgorithm::HalvingDoubling) => g.halving_doubling(bytes),
+            (_, CollectiveAlgorithm::Sharp) => g.sharp(bytes),
             (_, CollectiveAlgorithm::Hierarchical) => {
                 g.hierarchical(bytes, &vec![Vec::new(); c.ranks.len()]);
             }
@@ -401,6 +413,18 @@ impl Graph<'_> {
             }
         }
         done
+    }
+
+    /// SHARP: one message per rank carrying its buffer into the switches' aggregation tree
+    /// (source and destination are the rank itself: the fabric routes it up the tree and
+    /// the result back down), registered as one aggregation group.
+    fn sharp(&mut self, bytes: u64) {
+        let first = self.w.messages.len() as u32;
+        for r in 0..self.n() {
+            self.send(r, r, bytes, Vec::new(), None);
+        }
+        let end = self.w.messages.len() as u32;
+        self.w.sharp_groups.push(first..end);
     }
 
     /// Broadcast as a pipelined chain from the root along the ring order.

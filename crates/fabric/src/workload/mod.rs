@@ -94,6 +94,8 @@ pub struct Workload {
     pub collectives: Vec<(Collective, Range<u32>)>,
     /// The training jobs, each with its iterations' ranges of messages.
     pub trainings: Vec<(Training, Vec<Range<u32>>)>,
+    /// SHARP aggregation groups: one message per rank, reduced in the switches.
+    pub sharp_groups: Vec<Range<u32>>,
 }
 
 impl Workload {
@@ -105,6 +107,7 @@ impl Workload {
             messages,
             collectives: Vec::new(),
             trainings: Vec::new(),
+            sharp_groups: Vec::new(),
         }
     }
 
