@@ -188,6 +188,10 @@ struct FileTraffic {
     backward: Q,
     overlap: Option<bool>,
     job_iterations: Q,
+    tensor_parallel: Q,
+    pipeline_parallel: Q,
+    microbatches: Q,
+    activation: Q,
 }
 
 /// The topology a scenario asks for.
@@ -790,6 +794,10 @@ impl Scenario {
                 ("backward", tr.backward.is_some()),
                 ("overlap", tr.overlap.is_some()),
                 ("job_iterations", tr.job_iterations.is_some()),
+                ("tensor_parallel", tr.tensor_parallel.is_some()),
+                ("pipeline_parallel", tr.pipeline_parallel.is_some()),
+                ("microbatches", tr.microbatches.is_some()),
+                ("activation", tr.activation.is_some()),
             ];
             if kind != "training" {
                 if let Some((k, _)) = training_keys.iter().find(|(_, present)| *present) {
@@ -936,6 +944,10 @@ impl Scenario {
                         sl,
                         start,
                         job_iterations: c.count(&at("job_iterations"), &tr.job_iterations, 1, u64::MAX >> 1)?.unwrap_or(100_000),
+                        tensor_parallel: c.count(&at("tensor_parallel"), &tr.tensor_parallel, 1, 4096)?.unwrap_or(1) as u32,
+                        pipeline_parallel: c.count(&at("pipeline_parallel"), &tr.pipeline_parallel, 1, 4096)?.unwrap_or(1) as u32,
+                        microbatches: c.count(&at("microbatches"), &tr.microbatches, 1, 4096)?.unwrap_or(1) as u32,
+                        activation: c.quantity(&at("activation"), &tr.activation, Dimension::Size)?.unwrap_or(0),
                     };
                     job.validate().map_err(|m| invalid(format!("traffic[{i}] (training): {m}")))?;
                     Traffic::Training(job)
@@ -1255,7 +1267,7 @@ impl Scenario {
                 ),
                 Traffic::Training(t) => writeln!(
                     s,
-                    "\n[[traffic]]\nkind = \"training\"\nranks = {:?}\nsize = \"{}\"   # gradient bytes per iteration\nbuckets = {}\niterations = {}\nforward = \"{}\"\nbackward = \"{}\"\noverlap = {}\nalgorithm = \"{}\"\nchannels = {}\nchunk = \"{}\"\njob_iterations = {}\nstart = \"{}\"\nsl = {}",
+                    "\n[[traffic]]\nkind = \"training\"\nranks = {:?}\nsize = \"{}\"   # gradient bytes per iteration\nbuckets = {}\niterations = {}\nforward = \"{}\"\nbackward = \"{}\"\noverlap = {}\nalgorithm = \"{}\"\nchannels = {}\nchunk = \"{}\"\njob_iterations = {}\ntensor_parallel = {}\npipeline_parallel = {}\nmicrobatches = {}\nactivation = \"{}\"\nstart = \"{}\"\nsl = {}",
                     ids(&t.ranks),
                     ByteSize(t.gradient),
                     t.buckets,
@@ -1267,6 +1279,10 @@ impl Scenario {
                     t.channels,
                     ByteSize(t.chunk),
                     t.job_iterations,
+                    t.tensor_parallel,
+                    t.pipeline_parallel,
+                    t.microbatches,
+                    ByteSize(t.activation),
                     t.start,
                     t.sl
                 ),

@@ -1,5 +1,6 @@
 //! Training jobs: iteration time = compute + exposed communication, on cases with a
-//! closed-form answer, and the cost of one more microsecond per exchange.
+//! closed-form answer (data parallel with and without overlap, GPipe pipelines with and
+//! without activation traffic), and the cost of one more microsecond per exchange.
 
 mod common;
 use common::scenario;
@@ -94,4 +95,39 @@ fn one_more_microsecond_per_exchange_lengthens_the_job() {
     // iteration over a million iterations is at least 2 s, and at most one microsecond
     // for every step of every bucket (2 x 14), 28 s.
     assert!((2.0..=28.0).contains(&extra), "{extra} s");
+}
+
+#[test]
+fn a_gpipe_iteration_is_its_compute_slots_plus_the_replica_all_reduce() {
+    // 8 ranks: 4 pipeline stages x 2 replicas, 4 microbatches, no activation traffic. A
+    // GPipe iteration computes (M + P - 1) slots of forward and of backward, then each
+    // rank's gradient shard (1/4 of 64 MiB) is all-reduced between its 2 replicas.
+    let (_, r) = job("size = \"64MiB\"\nbuckets = 1\niterations = 3\nforward = \"100us\"\nbackward = \"200us\"\npipeline_parallel = 4\nmicrobatches = 4");
+    assert_eq!(r.compute_ns, 7.0 * 300e3);
+    let pair = scenario("[topology]\nkind = \"single-switch\"\nhosts = 8\n[[traffic]]\nkind = \"collective\"\nop = \"all-reduce\"\nranks = [0, 2]\nsize = \"16MiB\"\n");
+    let t_ar =
+        fabricsim::results::collective_results(&experiment::run(&pair, None, false).unwrap())[0]
+            .time_ns
+            .unwrap();
+    assert_close(
+        r.iteration_time_ns.unwrap(),
+        7.0 * 300e3 + t_ar,
+        "GPipe iteration (ns)",
+    );
+}
+
+#[test]
+fn pipeline_stages_pay_for_their_activation_sends() {
+    // Two stages, one microbatch, no replicas: forward on stage 0, 16 MiB of activations
+    // to stage 1, forward and backward there, 16 MiB of gradients back, backward on
+    // stage 0: one iteration is 2 forwards, 2 backwards and 2 transfers.
+    let (_, r) = job("ranks = [0, 1]\nsize = \"1MiB\"\niterations = 3\nforward = \"100us\"\nbackward = \"200us\"\npipeline_parallel = 2\nactivation = \"16MiB\"");
+    let flow = scenario("[topology]\nkind = \"single-switch\"\nhosts = 8\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = \"16MiB\"\n");
+    let f = &experiment::run(&flow, None, false).unwrap().report.flows[0];
+    let transfer = (f.finish.unwrap() - f.start).ps() as f64 / 1e3;
+    assert_close(
+        r.iteration_time_ns.unwrap(),
+        600e3 + 2.0 * transfer,
+        "pipeline iteration (ns)",
+    );
 }

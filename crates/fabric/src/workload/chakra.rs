@@ -11,7 +11,7 @@
 //! Process groups are not modelled: every collective spans every rank.
 
 use super::collective::{expand_after, expand_all_reduce_after};
-use super::{Collective, CollectiveAlgorithm, CollectiveOp, Dep, Message, Workload};
+use super::{Collective, CollectiveAlgorithm, CollectiveOp, Frontier, Message, Workload};
 use fabricsim_core::units::{HostId, Time};
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Range;
@@ -63,40 +63,6 @@ pub struct ChakraJob {
     pub group: u32,
     pub sl: u8,
     pub start: Time,
-}
-
-/// When a node is done: the latest of `offset` after the job's start and each dependency.
-#[derive(Clone, Debug, Default)]
-struct Frontier {
-    offset: Time,
-    deps: Vec<Dep>,
-}
-
-impl Frontier {
-    fn join(&mut self, other: &Frontier) {
-        self.offset = self.offset.max(other.offset);
-        for d in &other.deps {
-            match self.deps.iter_mut().find(|e| e.msg == d.msg) {
-                Some(e) => e.delay = e.delay.max(d.delay),
-                None => self.deps.push(*d),
-            }
-        }
-    }
-
-    fn delayed(mut self, t: Time) -> Frontier {
-        self.offset += t;
-        for d in &mut self.deps {
-            d.delay += t;
-        }
-        self
-    }
-
-    fn on(msgs: &[u32]) -> Frontier {
-        Frontier {
-            offset: Time::ZERO,
-            deps: msgs.iter().map(|&m| Dep::from(m)).collect(),
-        }
-    }
 }
 
 /// Orders each rank's nodes so dependencies come first; errors on unknown ids or cycles.

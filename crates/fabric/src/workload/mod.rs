@@ -81,6 +81,40 @@ impl From<u32> for Dep {
     }
 }
 
+/// When a node is done: the latest of `offset` after the job's start and each dependency.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Frontier {
+    pub offset: Time,
+    pub deps: Vec<Dep>,
+}
+
+impl Frontier {
+    pub(crate) fn join(&mut self, other: &Frontier) {
+        self.offset = self.offset.max(other.offset);
+        for d in &other.deps {
+            match self.deps.iter_mut().find(|e| e.msg == d.msg) {
+                Some(e) => e.delay = e.delay.max(d.delay),
+                None => self.deps.push(*d),
+            }
+        }
+    }
+
+    pub(crate) fn delayed(mut self, t: Time) -> Frontier {
+        self.offset += t;
+        for d in &mut self.deps {
+            d.delay += t;
+        }
+        self
+    }
+
+    pub(crate) fn on(msgs: &[u32]) -> Frontier {
+        Frontier {
+            offset: Time::ZERO,
+            deps: msgs.iter().map(|&m| Dep::from(m)).collect(),
+        }
+    }
+}
+
 /// Messages and the order among them: message `i` is posted at its start, or once every
 /// dependency in `after[i]` is met, whichever is later. A message
 /// that `follows` another shares its connection (QP): it starts sending only once that

@@ -1,11 +1,22 @@
-//! Data-parallel training jobs: iterations of compute (forward, then backward producing
-//! gradient buckets) and one all-reduce per bucket. With overlap, a bucket's all-reduce
-//! starts as soon as backward has produced it; NCCL runs a communicator's collectives in
-//! order, so each bucket also waits for the previous bucket's all-reduce. A rank starts
-//! the next iteration's compute once its last all-reduce of this one has completed.
+//! Training jobs: iterations of compute and communication.
+//!
+//! Data parallel only (the default): forward, then backward producing gradient buckets,
+//! one all-reduce per bucket. With overlap, a bucket's all-reduce starts as soon as
+//! backward has produced it; NCCL runs a communicator's collectives in order, so each
+//! bucket also waits for the previous bucket's all-reduce. A rank starts the next
+//! iteration's compute once its last all-reduce of this one has completed.
+//!
+//! With tensor (T) and pipeline (P) parallelism and M microbatches, ranks are laid out
+//! Megatron-style (rank = stage x D x T + replica x T + tensor index, D = n / (T x P)) and
+//! each iteration runs a GPipe schedule: every stage does the forward of microbatches
+//! 0..M (each followed by an all-reduce of the activations over its tensor group, then a
+//! send of the activations to the next stage), then the backward of M-1..0 (the same
+//! with activation gradients sent back a stage); then each rank's gradient shard
+//! (gradient / (T x P)) is all-reduced over the D replicas, bucket after bucket.
+//! `forward` and `backward` are then one microbatch's compute on one stage.
 
 use super::collective::{expand_all_reduce_after, share};
-use super::{Collective, CollectiveAlgorithm, CollectiveOp, Dep, Workload};
+use super::{Collective, CollectiveAlgorithm, CollectiveOp, Dep, Frontier, Message, Workload};
 use fabricsim_core::units::{HostId, Time};
 use std::ops::Range;
 
@@ -32,12 +43,32 @@ pub struct Training {
     pub start: Time,
     /// Iterations of the whole job, for the projection.
     pub job_iterations: u64,
+    /// Tensor-parallel group size (consecutive ranks).
+    pub tensor_parallel: u32,
+    /// Pipeline stages.
+    pub pipeline_parallel: u32,
+    pub microbatches: u32,
+    /// Activation bytes of one microbatch at a stage boundary (sent between stages, and
+    /// all-reduced over the tensor group after each stage's forward and backward).
+    pub activation: u64,
 }
 
 impl Training {
     pub fn validate(&self) -> Result<(), String> {
         if self.iterations == 0 || self.buckets == 0 || self.job_iterations == 0 {
             return Err("iterations, buckets and job_iterations must be at least 1".into());
+        }
+        let (t, p) = (self.tensor_parallel, self.pipeline_parallel);
+        let n = self.ranks.len() as u32;
+        if t == 0 || p == 0 || self.microbatches == 0 || !n.is_multiple_of(t * p) {
+            return Err(format!(
+                "tensor_parallel = {t} x pipeline_parallel = {p} must divide the {n} ranks, and microbatches must be at least 1"
+            ));
+        }
+        if !self.layered() && self.activation > 0 {
+            return Err(
+                "activation bytes need tensor_parallel or pipeline_parallel above 1".into(),
+            );
         }
         if !matches!(
             self.algorithm,
@@ -51,9 +82,16 @@ impl Training {
         self.bucket(0).validate()
     }
 
-    /// Compute time of an iteration.
+    /// Whether tensor or pipeline parallelism (or microbatches) shape the iteration.
+    fn layered(&self) -> bool {
+        self.tensor_parallel > 1 || self.pipeline_parallel > 1 || self.microbatches > 1
+    }
+
+    /// Compute on the critical path of an iteration: the whole step for data parallel;
+    /// for a GPipe schedule, (M + P - 1) microbatch slots of forward and of backward.
     pub fn compute(&self) -> Time {
-        self.forward + self.backward
+        let slots = (self.microbatches + self.pipeline_parallel - 1) as u64;
+        (self.forward + self.backward) * slots
     }
 
     /// Bucket `b`'s all-reduce (its start is set by the caller).
@@ -85,6 +123,9 @@ impl Training {
 
 /// Appends the job's messages to `w`; returns each iteration's range of messages.
 pub(crate) fn expand(t: &Training, w: &mut Workload) -> Vec<Range<u32>> {
+    if t.layered() {
+        return expand_layered(t, w);
+    }
     let n = t.ranks.len();
     let mut previous: Vec<Vec<u32>> = vec![Vec::new(); n];
     let mut ranges = Vec::with_capacity(t.iterations as usize);
@@ -119,6 +160,169 @@ pub(crate) fn expand(t: &Training, w: &mut Workload) -> Vec<Range<u32>> {
     ranges
 }
 
+/// One GPipe iteration after another (see the module comment).
+fn expand_layered(t: &Training, w: &mut Workload) -> Vec<Range<u32>> {
+    let n = t.ranks.len();
+    let (tp, pp, mb) = (
+        t.tensor_parallel as usize,
+        t.pipeline_parallel as usize,
+        t.microbatches as usize,
+    );
+    let dp = n / (tp * pp);
+    let idx = |d: usize, s: usize, k: usize| s * dp * tp + d * tp + k;
+    let mut done: Vec<Frontier> = vec![Frontier::default(); n];
+    let mut ranges = Vec::with_capacity(t.iterations as usize);
+    for _ in 0..t.iterations {
+        let first = w.messages.len() as u32;
+        // Per rank and microbatch: forward done, and activations arrived from upstream.
+        let mut fwd = vec![vec![Frontier::default(); mb]; n];
+        let mut arrived = vec![vec![Frontier::default(); mb]; n];
+        for s in 0..pp {
+            for m in 0..mb {
+                for d in 0..dp {
+                    let group: Vec<usize> = (0..tp).map(|k| idx(d, s, k)).collect();
+                    let ready: Vec<Frontier> = group
+                        .iter()
+                        .map(|&r| {
+                            let mut f = if m == 0 {
+                                done[r].clone()
+                            } else {
+                                fwd[r][m - 1].clone()
+                            };
+                            f.join(&arrived[r][m]);
+                            f.delayed(t.forward)
+                        })
+                        .collect();
+                    let out = tensor_all_reduce(t, w, &group, ready);
+                    for (k, &r) in group.iter().enumerate() {
+                        if s + 1 < pp {
+                            arrived[idx(d, s + 1, k)][m] =
+                                stage_send(t, w, r, idx(d, s + 1, k), &out[k]);
+                        }
+                        fwd[r][m] = out[k].clone();
+                    }
+                }
+            }
+        }
+        let mut bwd = vec![vec![Frontier::default(); mb]; n];
+        let mut grads = vec![vec![Frontier::default(); mb]; n];
+        for s in (0..pp).rev() {
+            for m in (0..mb).rev() {
+                for d in 0..dp {
+                    let group: Vec<usize> = (0..tp).map(|k| idx(d, s, k)).collect();
+                    let ready: Vec<Frontier> = group
+                        .iter()
+                        .map(|&r| {
+                            let mut f = if m + 1 == mb {
+                                fwd[r][mb - 1].clone()
+                            } else {
+                                bwd[r][m + 1].clone()
+                            };
+                            f.join(&grads[r][m]);
+                            f.delayed(t.backward)
+                        })
+                        .collect();
+                    let out = tensor_all_reduce(t, w, &group, ready);
+                    for (k, &r) in group.iter().enumerate() {
+                        if s > 0 {
+                            grads[idx(d, s - 1, k)][m] =
+                                stage_send(t, w, r, idx(d, s - 1, k), &out[k]);
+                        }
+                        bwd[r][m] = out[k].clone();
+                    }
+                }
+            }
+        }
+        // Gradient shards all-reduced over the replicas, bucket after bucket.
+        for s in 0..pp {
+            for k in 0..tp {
+                let members: Vec<usize> = (0..dp).map(|d| idx(d, s, k)).collect();
+                let mut state: Vec<Frontier> = members.iter().map(|&r| bwd[r][0].clone()).collect();
+                if dp > 1 {
+                    let shard = t.gradient / (tp * pp) as u64;
+                    for b in 0..t.buckets {
+                        let mut c = t.bucket(b);
+                        c.ranks = members.iter().map(|&r| t.ranks[r]).collect();
+                        c.size = share(shard, t.buckets as u64, b as u64);
+                        state = run_after(w, c, t.start, state);
+                    }
+                }
+                for (j, &r) in members.iter().enumerate() {
+                    done[r] = state[j].clone();
+                }
+            }
+        }
+        ranges.push(first..w.messages.len() as u32);
+    }
+    ranges
+}
+
+/// An all-reduce of the activations over a tensor group (nothing for a group of one).
+fn tensor_all_reduce(
+    t: &Training,
+    w: &mut Workload,
+    group: &[usize],
+    ready: Vec<Frontier>,
+) -> Vec<Frontier> {
+    if group.len() < 2 || t.activation == 0 {
+        return ready;
+    }
+    let c = Collective {
+        op: CollectiveOp::AllReduce,
+        algorithm: CollectiveAlgorithm::Ring,
+        ranks: group.iter().map(|&r| t.ranks[r]).collect(),
+        size: t.activation,
+        start: t.start,
+        channels: 1,
+        chunk: t.chunk,
+        sl: t.sl,
+        root: 0,
+        group: 1,
+    };
+    run_after(w, c, t.start, ready)
+}
+
+/// Runs an all-reduce whose members start at their frontiers; returns theirs after it.
+/// Work that waits for no message sets the collective's start.
+fn run_after(
+    w: &mut Workload,
+    mut c: Collective,
+    start: Time,
+    ready: Vec<Frontier>,
+) -> Vec<Frontier> {
+    c.start = start + ready.iter().map(|f| f.offset).max().unwrap_or(Time::ZERO);
+    let deps: Vec<Vec<Dep>> = ready.into_iter().map(|f| f.deps).collect();
+    expand_all_reduce_after(&c, w, &deps)
+        .iter()
+        .map(|d| Frontier::on(d))
+        .collect()
+}
+
+/// Sends a microbatch's activations (or their gradients) between stages once `after`.
+fn stage_send(
+    t: &Training,
+    w: &mut Workload,
+    from: usize,
+    to: usize,
+    after: &Frontier,
+) -> Frontier {
+    if t.activation == 0 {
+        return after.clone();
+    }
+    let m = w.push(
+        Message {
+            src: t.ranks[from],
+            dst: t.ranks[to],
+            size: t.activation,
+            start: t.start + after.offset,
+            sl: t.sl,
+        },
+        after.deps.clone(),
+        None,
+    );
+    Frontier::on(&[m])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,6 +344,10 @@ mod tests {
             sl: 0,
             start: Time::ZERO,
             job_iterations: 100,
+            tensor_parallel: 1,
+            pipeline_parallel: 1,
+            microbatches: 1,
+            activation: 0,
         };
         t.validate().unwrap();
         let mut w = Workload::default();
