@@ -6,6 +6,7 @@ use fabricsim_core::units::Time;
 use fabricsim_fabric::infiniband::{self, CaptureFilter, Captured};
 use fabricsim_fabric::report::RunReport;
 use fabricsim_fabric::rocev2::{self, CapturedFrame, RateSample};
+use fabricsim_fabric::workload::datapath::{self, PathedMessage};
 use fabricsim_fabric::workload::{build, Collective, Training};
 use fabricsim_fabric::EventDriven;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -23,6 +24,8 @@ pub struct Outcome {
     pub collectives: Vec<(Collective, Range<u32>)>,
     /// The training jobs run, each with its iterations' ranges of messages.
     pub trainings: Vec<(Training, Vec<Range<u32>>)>,
+    /// Messages sent along host data paths, with their stages.
+    pub data_paths: Vec<PathedMessage>,
 }
 
 /// Captured packets, as each fabric records them.
@@ -85,7 +88,10 @@ pub fn run(
     progress: bool,
 ) -> Result<Outcome, String> {
     let topo = scenario.build_topology()?;
-    let workload = build(&scenario.traffic, scenario.seed);
+    let mut workload = build(&scenario.traffic, scenario.seed);
+    if let Some(h) = &scenario.host {
+        datapath::apply(&mut workload, h, topo.host_count(), scenario.gpus_per_node);
+    }
     let mut sim = match scenario.fabric {
         FabricKind::Infiniband => {
             let mut ib = infiniband::Simulation::new(
@@ -151,6 +157,7 @@ pub fn run(
             rates: Vec::new(),
             collectives: workload.collectives,
             trainings: workload.trainings,
+            data_paths: workload.data_paths,
         },
         Model::Roce(s) => Outcome {
             report: s.report(),
@@ -159,6 +166,7 @@ pub fn run(
             rates: s.rate_samples().to_vec(),
             collectives: workload.collectives,
             trainings: workload.trainings,
+            data_paths: workload.data_paths,
         },
     })
 }

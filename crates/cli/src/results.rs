@@ -62,6 +62,67 @@ pub struct Summary {
     pub collectives: Vec<CollectiveResult>,
     /// Every training job.
     pub training: Vec<TrainingResult>,
+    /// Messages on host data paths: their latency and its stages; null without `[host]`.
+    pub data_path: Option<DataPathSummary>,
+}
+
+/// Messages sent along host data paths: mean end-to-end latency (first stage's start to
+/// last stage's end) and, for the first chunk of each message, each stage's mean time
+/// (start to end, queueing included), in path order.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct DataPathSummary {
+    pub messages: usize,
+    pub completed: usize,
+    pub mean_latency_ns: f64,
+    pub first_chunk_stages: Vec<StageTime>,
+}
+
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct StageTime {
+    pub stage: &'static str,
+    pub mean_ns: f64,
+}
+
+/// The data-path summary of a run (None when no message took a data path).
+pub fn data_path_summary(out: &Outcome) -> Option<DataPathSummary> {
+    if out.data_paths.is_empty() {
+        return None;
+    }
+    let flows = &out.report.flows;
+    let mut stages: Vec<(&'static str, f64, u64)> = Vec::new();
+    let (mut total, mut done) = (0.0, 0usize);
+    for m in &out.data_paths {
+        let first = &flows[m.chunks[0][0] as usize];
+        let last = m.chunks.last().and_then(|c| c.last()).expect("a chunk");
+        if let Some(end) = flows[*last as usize].finish {
+            total += (end - first.start).ps() as f64 / 1e3;
+            done += 1;
+        }
+        for (k, &id) in m.chunks[0].iter().enumerate() {
+            let f = &flows[id as usize];
+            let Some(end) = f.finish else { continue };
+            let t = (end - f.start).ps() as f64 / 1e3;
+            match stages.iter_mut().find(|s| s.0 == m.stages[k]) {
+                Some(s) => {
+                    s.1 += t;
+                    s.2 += 1;
+                }
+                None => stages.push((m.stages[k], t, 1)),
+            }
+        }
+    }
+    Some(DataPathSummary {
+        messages: out.data_paths.len(),
+        completed: done,
+        mean_latency_ns: if done > 0 { total / done as f64 } else { 0.0 },
+        first_chunk_stages: stages
+            .into_iter()
+            .map(|(stage, sum, n)| StageTime {
+                stage,
+                mean_ns: sum / n as f64,
+            })
+            .collect(),
+    })
 }
 
 /// A training job: each simulated iteration's time, the steady iteration (the mean after
@@ -288,6 +349,7 @@ pub fn summary(scenario: &Scenario, out: &Outcome) -> Summary {
         watchdog_trips: r.watchdog_trips,
         collectives: collective_results(out),
         training: training_results(out),
+        data_path: data_path_summary(out),
         deadlock: r.deadlock.as_ref().map(|d| DeadlockSummary {
             detected_at_ns: d.at.ns(),
             cycle: d

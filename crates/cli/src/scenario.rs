@@ -14,6 +14,7 @@ use fabricsim_fabric::rocev2::{
 };
 use fabricsim_fabric::workload::chakra::{self, ChakraJob};
 use fabricsim_fabric::workload::collective::DEFAULT_CHUNK;
+use fabricsim_fabric::workload::datapath::{pcie_rate, DataPath, HostConfig};
 use fabricsim_fabric::workload::{
     Collective, CollectiveAlgorithm, CollectiveOp, Message, Traffic, Training, Workload,
 };
@@ -57,6 +58,32 @@ struct FileRoot {
     topology: FileTopology,
     #[serde(default)]
     traffic: Vec<FileTraffic>,
+    host: Option<FileHost>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileHost {
+    data_path: Option<Spanned<String>>,
+    pcie_generation: Q,
+    pcie_lanes: Q,
+    pcie_uplink: Q,
+    pcie_latency: Q,
+    gpus_per_pcie_switch: Q,
+    host_memory_bandwidth: Q,
+    cpu_copy_bandwidth: Q,
+    cpu_overhead: Q,
+    copy_latency: Q,
+    chunk: Q,
+    #[serde(default)]
+    node: Vec<FileHostNode>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileHostNode {
+    index: Spanned<Raw>,
+    data_path: Spanned<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -254,6 +281,8 @@ pub struct Scenario {
     /// GPUs (hosts with their own NIC) per server, sharing an NVLink domain.
     pub gpus_per_node: u32,
     pub nvlink: Nvlink,
+    /// The hosts' data paths; None: RDMA straight from memory, no host stages.
+    pub host: Option<HostConfig>,
     pub traffic: Vec<Traffic>,
 }
 
@@ -988,6 +1017,15 @@ impl Scenario {
             topology,
             gpus_per_node,
             nvlink,
+            host: match &root.host {
+                Some(h) => Some(parse_host(
+                    &c,
+                    h,
+                    scenario_hosts / gpus_per_node,
+                    link_rate,
+                )?),
+                None => None,
+            },
             traffic,
         })
     }
@@ -1165,6 +1203,29 @@ impl Scenario {
             self.ib_toml(&mut s);
         }
         self.topology_and_traffic_toml(&mut s);
+        if let Some(h) = &self.host {
+            let _ = writeln!(
+                s,
+                "\n[host]\ndata_path = \"{}\"\n# PCIe links {} each way\npcie_uplink = \"{}\"\npcie_latency = \"{}\"\ngpus_per_pcie_switch = {}\nhost_memory_bandwidth = \"{}\"\ncpu_copy_bandwidth = \"{}\"\ncpu_overhead = \"{}\"\ncopy_latency = \"{}\"\nchunk = \"{}\"",
+                h.data_path.name(),
+                h.pcie,
+                h.uplink,
+                h.pcie_latency,
+                h.gpus_per_pcie_switch,
+                h.host_memory,
+                h.cpu_copy,
+                h.cpu_overhead,
+                h.copy_latency,
+                ByteSize(h.chunk)
+            );
+            for (server, p) in &h.overrides {
+                let _ = writeln!(
+                    s,
+                    "\n[[host.node]]\nindex = {server}\ndata_path = \"{}\"",
+                    p.name()
+                );
+            }
+        }
         s
     }
 
@@ -1643,6 +1704,85 @@ fn chakra_traces(
     Ok(Traffic::Chakra(job))
 }
 
+/// The `[host]` table: data paths and the endpoint model.
+fn parse_host(
+    c: &Ctx,
+    f: &FileHost,
+    servers: u32,
+    _link: BitRate,
+) -> Result<HostConfig, ScenarioError> {
+    let key = |k: &str| format!("host.{k}");
+    let path = |k: &str, v: &Spanned<String>| {
+        DataPath::parse(v.get_ref()).ok_or_else(|| {
+            invalid(format!(
+                "line {}: {k} = \"{}\": expected one of {:?}",
+                c.line(v.span()),
+                v.get_ref(),
+                DataPath::NAMES
+            ))
+        })
+    };
+    let mut h = HostConfig::default();
+    if let Some(p) = &f.data_path {
+        h.data_path = path(&key("data_path"), p)?;
+    }
+    let generation = c
+        .count(&key("pcie_generation"), &f.pcie_generation, 3, 6)?
+        .unwrap_or(5) as u32;
+    let lanes = c
+        .count(&key("pcie_lanes"), &f.pcie_lanes, 1, 32)?
+        .unwrap_or(16) as u32;
+    h.pcie = pcie_rate(generation, lanes).expect("generation checked");
+    h.uplink = c
+        .positive(&key("pcie_uplink"), &f.pcie_uplink, Dimension::Rate)?
+        .map_or(h.pcie, BitRate);
+    if let Some(t) = c.quantity(&key("pcie_latency"), &f.pcie_latency, Dimension::Time)? {
+        h.pcie_latency = Time(t);
+    }
+    if let Some(g) = c.count(&key("gpus_per_pcie_switch"), &f.gpus_per_pcie_switch, 1, 64)? {
+        h.gpus_per_pcie_switch = g as u32;
+    }
+    if let Some(r) = c.positive(
+        &key("host_memory_bandwidth"),
+        &f.host_memory_bandwidth,
+        Dimension::Rate,
+    )? {
+        h.host_memory = BitRate(r);
+    }
+    if let Some(r) = c.positive(
+        &key("cpu_copy_bandwidth"),
+        &f.cpu_copy_bandwidth,
+        Dimension::Rate,
+    )? {
+        h.cpu_copy = BitRate(r);
+    }
+    if let Some(t) = c.quantity(&key("cpu_overhead"), &f.cpu_overhead, Dimension::Time)? {
+        h.cpu_overhead = Time(t);
+    }
+    if let Some(t) = c.quantity(&key("copy_latency"), &f.copy_latency, Dimension::Time)? {
+        h.copy_latency = Time(t);
+    }
+    if let Some(b) = c.positive(&key("chunk"), &f.chunk, Dimension::Size)? {
+        h.chunk = b;
+    }
+    for (i, n) in f.node.iter().enumerate() {
+        let k = key(&format!("node[{i}].index"));
+        let server = c
+            .count(
+                &k,
+                &Some(n.index.clone()),
+                0,
+                servers.saturating_sub(1) as u64,
+            )?
+            .expect("given");
+        h.overrides.push((
+            server as u32,
+            path(&key(&format!("node[{i}].data_path")), &n.data_path)?,
+        ));
+    }
+    Ok(h)
+}
+
 /// The hierarchical algorithm takes ranks server by server: each run of `gpus`
 /// consecutive ranks must be the GPUs of one server.
 fn check_server_groups(ranks: &[HostId], gpus: u32) -> Result<(), String> {
@@ -1736,6 +1876,7 @@ fn flow_file(
             size: f.size,
             start: f.start,
             sl: f.priority,
+            local: None,
         });
     }
     Ok(Traffic::Listed {

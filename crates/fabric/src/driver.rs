@@ -3,7 +3,7 @@
 //! deadlock detection over a wait-for graph.
 
 use crate::report::DeadlockHop;
-use crate::workload::{Dep, Message};
+use crate::workload::{Dep, Local, Message};
 use fabricsim_core::topology::{Nvlink, Routes, Topology};
 use fabricsim_core::units::{HostId, PortId, Time};
 use std::collections::VecDeque;
@@ -257,6 +257,9 @@ impl Dependencies {
     }
 }
 
+/// Transfers inside servers at flow level: NVLink between GPUs, and the stages of the
+/// hosts' data paths (PCIe copies, CPU copies).
+///
 /// The servers' NVLink domains at flow level (see `Nvlink`): a transfer occupies its
 /// sender's NVLink transmit side and its receiver's receive side for bytes / rate, first
 /// come first served, then lands after the latency. NVSwitch is non-blocking, so nothing
@@ -266,6 +269,8 @@ pub struct NvlinkDomains {
     nvlink: Nvlink,
     tx_free: Vec<Time>,
     rx_free: Vec<Time>,
+    /// When each data-path resource is next free.
+    resources: Vec<Time>,
 }
 
 impl NvlinkDomains {
@@ -275,10 +280,12 @@ impl NvlinkDomains {
             nvlink: topo.nvlink(),
             tx_free: vec![Time::ZERO; n],
             rx_free: vec![Time::ZERO; n],
+            resources: Vec::new(),
         }
     }
 
     /// A transfer of `bytes` from `src` to `dst` posted at `now`: when it has landed.
+    /// Local data-path stages (`Local`) take their own resource instead.
     pub fn transfer(&mut self, src: HostId, dst: HostId, bytes: u64, now: Time) -> Time {
         let start = now
             .max(self.tx_free[src.index()])
@@ -292,6 +299,19 @@ impl NvlinkDomains {
     /// A transfer's time on idle links.
     pub fn ideal(&self, bytes: u64) -> Time {
         self.nvlink.rate.serialization(bytes) + self.nvlink.latency
+    }
+
+    /// A data-path stage of `bytes` posted at `now`: it holds its resource for
+    /// bytes / rate, first come first served, and is done `latency` later.
+    pub fn local(&mut self, stage: Local, bytes: u64, now: Time) -> Time {
+        let r = stage.resource as usize;
+        if self.resources.len() <= r {
+            self.resources.resize(r + 1, Time::ZERO);
+        }
+        let start = now.max(self.resources[r]);
+        let end = start + stage.rate.serialization(bytes);
+        self.resources[r] = end;
+        end + stage.latency
     }
 }
 

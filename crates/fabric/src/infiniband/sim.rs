@@ -323,7 +323,13 @@ impl Simulation {
                 let sender = RcSender::new(m.size, cfg.mtu, cfg.ack_every);
                 let receiver = RcReceiver::new(sender.packets(), cfg.ack_every);
                 if deps.is_ready(i) {
-                    queue.schedule(m.start + cfg.hca_tx_latency, Event::Post { flow: i as u32 });
+                    // Data-path stages inside a server start without the NIC's latency.
+                    let delay = if m.local.is_some() {
+                        Time::ZERO
+                    } else {
+                        cfg.hca_tx_latency
+                    };
+                    queue.schedule(m.start + delay, Event::Post { flow: i as u32 });
                 }
                 Flow {
                     msg: *m,
@@ -975,7 +981,7 @@ impl Simulation {
             self.inherit(prev, flow);
         }
         let m = self.flows[flow as usize].msg;
-        if self.topo.over_nvlink(m.src, m.dst) {
+        if m.local.is_some() || self.topo.over_nvlink(m.src, m.dst) {
             self.post_nvlink(flow);
             return;
         }
@@ -998,12 +1004,16 @@ impl Simulation {
         n.next_allowed = n.next_allowed.max(t);
     }
 
-    /// A message between GPUs of one server goes over NVLink (flow level): it is handed
-    /// over at once, so a message following it on the connection may post too.
+    /// A message between GPUs of one server goes over NVLink, and a data-path stage over
+    /// its resource (flow level): it is handed over at once, so a message following it on
+    /// the connection may post too.
     fn post_nvlink(&mut self, flow: u32) {
         let now = self.queue.now();
         let m = self.flows[flow as usize].msg;
-        let done = self.nvlink.transfer(m.src, m.dst, m.size, now);
+        let done = match m.local {
+            Some(stage) => self.nvlink.local(stage, m.size, now),
+            None => self.nvlink.transfer(m.src, m.dst, m.size, now),
+        };
         self.queue.schedule(done, Event::NvlinkDone { flow });
         let f = &mut self.flows[flow as usize];
         f.injected = true;
@@ -1029,8 +1039,13 @@ impl Simulation {
         for (j, ready) in self.deps.complete(flow as usize, at) {
             let f = &mut self.flows[j as usize];
             f.started = f.msg.start.max(ready);
+            let delay = if f.msg.local.is_some() {
+                Time::ZERO
+            } else {
+                self.cfg.hca_tx_latency
+            };
             self.queue
-                .schedule(f.started + self.cfg.hca_tx_latency, Event::Post { flow: j });
+                .schedule(f.started + delay, Event::Post { flow: j });
         }
     }
 
@@ -1173,6 +1188,9 @@ impl Simulation {
     /// every link, a switch latency per switch, the whole message serialised once at the
     /// host rate, and the last packet re-serialised at every store-and-forward switch.
     fn ideal_fct(&self, m: &Message) -> Time {
+        if let Some(l) = m.local {
+            return l.rate.serialization(m.size) + l.latency;
+        }
         if m.src == m.dst {
             // SHARP: up the tree and down again, the buffer serialised once.
             let depth = self.sharp.iter().map(|g| g.depth).max().unwrap_or(1) as u64;

@@ -332,7 +332,13 @@ impl Simulation {
                 let sender = RcSender::new(m.size, cfg.mtu, cfg.ack_every);
                 let receiver = InOrderReceiver::new(sender.packets(), cfg.ack_every);
                 if deps.is_ready(i) {
-                    queue.schedule(m.start + cfg.nic_tx_latency, Event::Post { flow: i as u32 });
+                    // Data-path stages inside a server start without the NIC's latency.
+                    let delay = if m.local.is_some() {
+                        Time::ZERO
+                    } else {
+                        cfg.nic_tx_latency
+                    };
+                    queue.schedule(m.start + delay, Event::Post { flow: i as u32 });
                 }
                 let line = topo.port(topo.host_port(m.src)).rate;
                 Flow {
@@ -551,13 +557,14 @@ impl Simulation {
         }
     }
 
-    /// Records every started, unfinished flow's pacing rate and its payload sent since the
+    /// Records every posted, unfinished NIC flow's pacing rate and its payload sent since the
     /// last sample; re-arms while anything else is pending (so sampling never keeps a
     /// finished run alive).
     fn sample_rates(&mut self, now: Time) {
         let interval = self.cfg.rate_sample;
         for (i, f) in self.flows.iter_mut().enumerate() {
-            if f.msg.start + self.cfg.nic_tx_latency > now || f.acked.is_some() {
+            // Only messages on the NIC: posted (queued or sending), not yet acknowledged.
+            if f.acked.is_some() || !(f.queued || f.sent_bytes > 0) || f.msg.local.is_some() {
                 f.sampled_bytes = f.sent_bytes;
                 continue;
             }
@@ -1090,7 +1097,7 @@ impl Simulation {
             self.inherit(prev, flow);
         }
         let m = self.flows[flow as usize].msg;
-        if self.topo.over_nvlink(m.src, m.dst) {
+        if m.local.is_some() || self.topo.over_nvlink(m.src, m.dst) {
             self.post_nvlink(flow);
             return;
         }
@@ -1130,12 +1137,16 @@ impl Simulation {
         flow
     }
 
-    /// A message between GPUs of one server goes over NVLink (flow level): it is handed
-    /// over at once, so a message following it on the connection may post too.
+    /// A message between GPUs of one server goes over NVLink, and a data-path stage over
+    /// its resource (flow level): it is handed over at once, so a message following it on
+    /// the connection may post too.
     fn post_nvlink(&mut self, flow: u32) {
         let now = self.queue.now();
         let m = self.flows[flow as usize].msg;
-        let done = self.nvlink.transfer(m.src, m.dst, m.size, now);
+        let done = match m.local {
+            Some(stage) => self.nvlink.local(stage, m.size, now),
+            None => self.nvlink.transfer(m.src, m.dst, m.size, now),
+        };
         self.queue.schedule(done, Event::NvlinkDone { flow });
         let f = &mut self.flows[flow as usize];
         f.injected = true;
@@ -1161,8 +1172,13 @@ impl Simulation {
         for (j, ready) in self.deps.complete(flow as usize, at) {
             let f = &mut self.flows[j as usize];
             f.started = f.msg.start.max(ready);
+            let delay = if f.msg.local.is_some() {
+                Time::ZERO
+            } else {
+                self.cfg.nic_tx_latency
+            };
             self.queue
-                .schedule(f.started + self.cfg.nic_tx_latency, Event::Post { flow: j });
+                .schedule(f.started + delay, Event::Post { flow: j });
         }
     }
 
@@ -1373,6 +1389,9 @@ impl Simulation {
     /// latencies, propagation, a switch latency and a store-and-forward re-serialisation of
     /// the last packet per switch, and the whole message serialised once).
     fn ideal_fct(&self, m: &Message) -> Time {
+        if let Some(l) = m.local {
+            return l.rate.serialization(m.size) + l.latency;
+        }
         if self.topo.over_nvlink(m.src, m.dst) {
             return self.cfg.nic_tx_latency + self.nvlink.ideal(m.size);
         }

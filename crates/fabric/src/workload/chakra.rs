@@ -140,6 +140,7 @@ pub fn expand(job: &ChakraJob, w: &mut Workload) -> Result<Vec<(Collective, Rang
                                 size: *size,
                                 start: job.start + base.offset,
                                 sl: job.sl,
+                                local: None,
                             },
                             base.deps,
                             None,

@@ -312,6 +312,7 @@ impl Graph<'_> {
             size,
             start: self.c.start,
             sl: self.c.sl,
+            local: None,
         };
         self.w.push(m, after, follows)
     }

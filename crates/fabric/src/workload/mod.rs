@@ -5,6 +5,7 @@
 
 pub mod chakra;
 pub mod collective;
+pub mod datapath;
 pub mod training;
 
 pub use collective::{Collective, CollectiveAlgorithm, CollectiveOp};
@@ -15,7 +16,8 @@ use rand_chacha::ChaCha8Rng;
 use std::ops::Range;
 pub use training::Training;
 
-/// One RDMA WRITE from `src` to `dst`.
+/// One RDMA WRITE from `src` to `dst`, or, with `local`, one stage of a host's data path
+/// (a copy inside the sending or receiving server).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Message {
     pub src: HostId,
@@ -24,6 +26,16 @@ pub struct Message {
     pub start: Time,
     /// Service level; the fabric maps it to a VL.
     pub sl: u8,
+    pub local: Option<Local>,
+}
+
+/// A transfer inside a server: it holds `resource` (a PCIe link direction, a CPU, ...)
+/// for bytes / `rate`, first come first served, and completes `latency` later.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Local {
+    pub resource: u32,
+    pub rate: fabricsim_core::units::BitRate,
+    pub latency: Time,
 }
 
 /// A traffic entry after validation.
@@ -130,6 +142,8 @@ pub struct Workload {
     pub trainings: Vec<(Training, Vec<Range<u32>>)>,
     /// SHARP aggregation groups: one message per rank, reduced in the switches.
     pub sharp_groups: Vec<Range<u32>>,
+    /// Messages sent along host data paths (see [`datapath`]).
+    pub data_paths: Vec<datapath::PathedMessage>,
 }
 
 impl Workload {
@@ -142,6 +156,7 @@ impl Workload {
             collectives: Vec::new(),
             trainings: Vec::new(),
             sharp_groups: Vec::new(),
+            data_paths: Vec::new(),
         }
     }
 
@@ -194,6 +209,7 @@ pub fn build(traffic: &[Traffic], seed: u64) -> Workload {
                 size: *size,
                 start: *start,
                 sl: *sl,
+                local: None,
             }),
             Traffic::Incast {
                 senders,
@@ -207,6 +223,7 @@ pub fn build(traffic: &[Traffic], seed: u64) -> Workload {
                 size: *size,
                 start: *start,
                 sl: *sl,
+                local: None,
             })),
             Traffic::Permutation {
                 hosts,
@@ -224,6 +241,7 @@ pub fn build(traffic: &[Traffic], seed: u64) -> Workload {
                     size: *size,
                     start: *start,
                     sl: *sl,
+                    local: None,
                 }));
             }
             Traffic::Listed { messages, .. } => out.extend_from_slice(messages),

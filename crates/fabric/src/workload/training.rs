@@ -316,6 +316,7 @@ fn stage_send(
             size: t.activation,
             start: t.start + after.offset,
             sl: t.sl,
+            local: None,
         },
         after.deps.clone(),
         None,

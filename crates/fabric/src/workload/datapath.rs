@@ -1,0 +1,332 @@
+//! Host data paths: what a GPU buffer crosses before and after the network.
+//!
+//! - `gpudirect`: the NIC reads GPU memory over PCIe (peer to peer through the PCIe
+//!   switch) and the receiving NIC writes GPU memory.
+//! - `rdma`: the GPU copies the buffer to registered host memory (up the PCIe switch's
+//!   uplink), the NIC reads it from there; mirrored at the receiver.
+//! - `cpu-staged`: as `rdma`, plus a CPU copy into (and out of) the NIC's buffers, with a
+//!   per-message CPU overhead.
+//!
+//! Each message is cut into chunks; every chunk passes the stages in order, each stage a
+//! transfer that holds one resource (a PCIe link direction, a PCIe switch uplink
+//! direction, a server's CPU) first come first served, so messages that share a resource
+//! take turns chunk by chunk and a long message runs at its slowest stage. A stage's
+//! latency is a start cost, paid by a message's first chunk. The network
+//! stage is the fabric itself, one RDMA WRITE per chunk on one connection.
+
+use super::{Dep, Local, Message, Workload};
+use fabricsim_core::units::{BitRate, Time};
+use std::ops::Range;
+
+/// How GPU data reaches the NIC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DataPath {
+    CpuStaged,
+    Rdma,
+    GpuDirect,
+}
+
+impl DataPath {
+    pub const NAMES: [&'static str; 3] = ["cpu-staged", "rdma", "gpudirect"];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "cpu-staged" => DataPath::CpuStaged,
+            "rdma" => DataPath::Rdma,
+            "gpudirect" => DataPath::GpuDirect,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DataPath::CpuStaged => "cpu-staged",
+            DataPath::Rdma => "rdma",
+            DataPath::GpuDirect => "gpudirect",
+        }
+    }
+}
+
+/// PCIe link rate per direction: `generation`'s transfer rate per lane x lanes x line
+/// encoding (PCI-SIG: 8, 16, 32, 64 GT/s for generations 3 to 6; 128b/130b up to 5; 6's
+/// FLIT mode counted at 1). Transaction-layer overheads are not modelled.
+pub fn pcie_rate(generation: u32, lanes: u32) -> Option<BitRate> {
+    let gts: u64 = match generation {
+        3 => 8,
+        4 => 16,
+        5 => 32,
+        6 => 64,
+        _ => return None,
+    };
+    let raw = gts * 1_000_000_000 * lanes as u64;
+    Some(BitRate(if generation < 6 { raw * 128 / 130 } else { raw }))
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        let pcie = pcie_rate(5, 16).expect("a generation");
+        HostConfig {
+            data_path: DataPath::GpuDirect,
+            overrides: Vec::new(),
+            pcie,
+            uplink: pcie,
+            // Unverified placeholders, scenario parameters: a DMA stage's start 1 us, a
+            // copy-engine copy's launch 5 us, 2 us of CPU work per message, one core's
+            // memcpy at 12 GB/s.
+            pcie_latency: Time::from_us(1),
+            copy_latency: Time::from_us(5),
+            cpu_overhead: Time::from_us(2),
+            cpu_copy: BitRate(12 * 8_000_000_000),
+            // Unverified: DGX H100-style boards, two GPUs and their NICs per PCIe switch.
+            gpus_per_pcie_switch: 2,
+            // 8 channels of DDR5-4800 (JEDEC: 38.4 GB/s each).
+            host_memory: BitRate(8 * 384 * 800_000_000),
+            chunk: 512 << 10,
+        }
+    }
+}
+
+/// The endpoint model of every server (see each field for its source).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostConfig {
+    pub data_path: DataPath,
+    /// Per-server overrides: (server, path).
+    pub overrides: Vec<(u32, DataPath)>,
+    /// One PCIe link (GPU or NIC to its PCIe switch), each direction.
+    pub pcie: BitRate,
+    /// A PCIe switch's uplink to the CPU, each direction.
+    pub uplink: BitRate,
+    /// Latency of a DMA stage (unverified: a PCIe round trip and the engine's start).
+    pub pcie_latency: Time,
+    /// GPUs (each with its NIC) behind one PCIe switch.
+    pub gpus_per_pcie_switch: u32,
+    pub host_memory: BitRate,
+    /// One CPU core's memcpy rate.
+    pub cpu_copy: BitRate,
+    /// CPU work per message (posting, staging buffer bookkeeping).
+    pub cpu_overhead: Time,
+    /// Start of a GPU copy-engine copy (cudaMemcpyAsync launch).
+    pub copy_latency: Time,
+    /// Pipelining unit of the data path.
+    pub chunk: u64,
+}
+
+impl HostConfig {
+    fn path_of(&self, server: u32) -> DataPath {
+        self.overrides
+            .iter()
+            .rev()
+            .find(|(s, _)| *s == server)
+            .map_or(self.data_path, |&(_, p)| p)
+    }
+}
+
+/// One logical message on its data path: per chunk, the chain of messages (stages in
+/// order, the network in the middle), and the stages' names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PathedMessage {
+    pub chunks: Vec<Vec<u32>>,
+    pub stages: Vec<&'static str>,
+}
+
+/// A stage: its name and the transfer it makes (None: the network).
+type Stage = (&'static str, Option<Local>);
+
+/// Resource numbering: per host h (GPU h with NIC h), its links' directions; per PCIe
+/// switch its uplink's directions; per server its CPU.
+struct Resources {
+    hosts: u32,
+}
+
+impl Resources {
+    fn id(&self, kind: u32, index: u32) -> u32 {
+        kind * self.hosts + index
+    }
+}
+
+const NIC_TO_DEVICE: u32 = 0; // NIC link, toward the NIC (DMA reads)
+const NIC_FROM_DEVICE: u32 = 1; // NIC link, from the NIC (DMA writes)
+const UPLINK_UP: u32 = 2; // PCIe switch to CPU
+const UPLINK_DOWN: u32 = 3; // CPU to PCIe switch
+const CPU: u32 = 4;
+
+fn stages(
+    h: &HostConfig,
+    r: &Resources,
+    host: u32,
+    gpus_per_node: u32,
+    sending: bool,
+) -> Vec<Stage> {
+    let server = host / gpus_per_node;
+    let switch = host / h.gpus_per_pcie_switch.max(1);
+    let copy_rate = BitRate(h.pcie.bps().min(h.uplink.bps()).min(h.host_memory.bps()));
+    let local = |kind: u32, index: u32, rate: BitRate, latency: Time| Local {
+        resource: r.id(kind, index),
+        rate,
+        latency,
+    };
+    let gpu_to_host = (
+        "GPU to host memory copy",
+        Some(local(UPLINK_UP, switch, copy_rate, h.copy_latency)),
+    );
+    let host_to_gpu = (
+        "host to GPU memory copy",
+        Some(local(UPLINK_DOWN, switch, copy_rate, h.copy_latency)),
+    );
+    let cpu = |name| {
+        (
+            name,
+            Some(local(
+                CPU,
+                server,
+                BitRate(h.cpu_copy.bps().min(h.host_memory.bps())),
+                h.cpu_overhead,
+            )),
+        )
+    };
+    let nic_reads_host = (
+        "NIC reads host memory",
+        Some(local(UPLINK_DOWN, switch, copy_rate, h.pcie_latency)),
+    );
+    let nic_writes_host = (
+        "NIC writes host memory",
+        Some(local(UPLINK_UP, switch, copy_rate, h.pcie_latency)),
+    );
+    match (h.path_of(server), sending) {
+        (DataPath::GpuDirect, true) => vec![(
+            "NIC reads GPU memory",
+            Some(local(NIC_TO_DEVICE, host, h.pcie, h.pcie_latency)),
+        )],
+        (DataPath::GpuDirect, false) => vec![(
+            "NIC writes GPU memory",
+            Some(local(NIC_FROM_DEVICE, host, h.pcie, h.pcie_latency)),
+        )],
+        (DataPath::Rdma, true) => vec![gpu_to_host, nic_reads_host],
+        (DataPath::Rdma, false) => vec![nic_writes_host, host_to_gpu],
+        (DataPath::CpuStaged, true) => vec![
+            gpu_to_host,
+            cpu("CPU copy into the NIC buffer"),
+            nic_reads_host,
+        ],
+        (DataPath::CpuStaged, false) => vec![
+            nic_writes_host,
+            cpu("CPU copy out of the NIC buffer"),
+            host_to_gpu,
+        ],
+    }
+}
+
+/// Rewrites `w` so every network message between servers crosses its hosts' data paths.
+/// Messages inside a server (NVLink), SHARP contributions and data-path stages stay as
+/// they are. Dependencies, connection order and every recorded range follow.
+pub fn apply(w: &mut Workload, h: &HostConfig, hosts: u32, gpus_per_node: u32) {
+    let r = Resources { hosts };
+    let old = std::mem::take(w);
+    let gpn = gpus_per_node.max(1);
+    // New index range of each old message, and the message that completes it.
+    let mut block: Vec<Range<u32>> = Vec::with_capacity(old.messages.len());
+    let mut last: Vec<u32> = Vec::with_capacity(old.messages.len());
+    let mut last_net: Vec<u32> = Vec::with_capacity(old.messages.len());
+    let mut pathed = Vec::new();
+    for (i, m) in old.messages.iter().enumerate() {
+        let start = w.messages.len() as u32;
+        let deps: Vec<Dep> = old.after[i]
+            .iter()
+            .map(|d| Dep {
+                msg: last[d.msg as usize],
+                delay: d.delay,
+            })
+            .collect();
+        let follows = old.follows[i].map(|f| last_net[f as usize]);
+        let plain = m.local.is_some() || m.src == m.dst || m.src.0 / gpn == m.dst.0 / gpn;
+        if plain {
+            let id = w.push(*m, deps, follows);
+            block.push(start..id + 1);
+            last.push(id);
+            last_net.push(id);
+            continue;
+        }
+        let mut path = stages(h, &r, m.src.0, gpn, true);
+        let tx = path.len();
+        path.push(("network", None));
+        path.extend(stages(h, &r, m.dst.0, gpn, false));
+        let chunks = m.size.div_ceil(h.chunk).max(1);
+        let mut previous: Option<Vec<u32>> = None;
+        let mut all = Vec::with_capacity(chunks as usize);
+        for c in 0..chunks {
+            let size = m.size / chunks + u64::from(c < m.size % chunks);
+            let mut chain: Vec<u32> = Vec::with_capacity(path.len());
+            for (k, (_, local)) in path.iter().enumerate() {
+                let mut after: Vec<Dep> = match chain.last() {
+                    Some(&p) => vec![Dep::from(p)],
+                    None => deps.clone(),
+                };
+                // One chunk at a time per stage: wait for the previous chunk there.
+                if let Some(prev) = &previous {
+                    if k != tx {
+                        after.push(Dep::from(prev[k]));
+                    }
+                }
+                let mut local = *local;
+                // A stage's start cost (copy launch, DMA start, the CPU's per-message work)
+                // falls on the first chunk; later chunks stream behind it.
+                if let (Some(l), true) = (&mut local, c > 0) {
+                    l.latency = Time::ZERO;
+                }
+                let (src, dst) = match local {
+                    Some(_) if k < tx => (m.src, m.src),
+                    Some(_) => (m.dst, m.dst),
+                    None => (m.src, m.dst),
+                };
+                let follow = if k == tx {
+                    previous
+                        .as_ref()
+                        .map(|p| p[k])
+                        .or(if c == 0 { follows } else { None })
+                } else {
+                    None
+                };
+                let id = w.push(
+                    Message {
+                        src,
+                        dst,
+                        size,
+                        local,
+                        ..*m
+                    },
+                    after,
+                    follow,
+                );
+                chain.push(id);
+            }
+            all.push(chain.clone());
+            previous = Some(chain);
+        }
+        let end = w.messages.len() as u32;
+        block.push(start..end);
+        last_net.push(all[all.len() - 1][tx]);
+        last.push(end - 1);
+        pathed.push(PathedMessage {
+            chunks: all,
+            stages: path.iter().map(|(n, _)| *n).collect(),
+        });
+    }
+    let remap = |r: &Range<u32>| -> Range<u32> {
+        if r.is_empty() {
+            return r.clone();
+        }
+        block[r.start as usize].start..block[r.end as usize - 1].end
+    };
+    w.collectives = old
+        .collectives
+        .iter()
+        .map(|(c, rg)| (c.clone(), remap(rg)))
+        .collect();
+    w.trainings = old
+        .trainings
+        .iter()
+        .map(|(t, rs)| (t.clone(), rs.iter().map(&remap).collect()))
+        .collect();
+    w.sharp_groups = old.sharp_groups.iter().map(&remap).collect();
+    w.data_paths = pathed;
+}
