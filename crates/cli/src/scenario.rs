@@ -829,28 +829,14 @@ impl Scenario {
                 ("activation", tr.activation.is_some()),
             ];
             if kind != "training" {
-                if let Some((k, _)) = training_keys.iter().find(|(_, present)| *present) {
-                    return Err(invalid(format!(
-                        "traffic[{i}].{k}: not a key of kind \"{kind}\" (only of \"training\")"
-                    )));
-                }
+                reject_stray(i, kind, &training_keys, " (only of \"training\")")?;
             }
             if kind == "training" {
-                if let Some((k, _)) = [("op", tr.op.is_some()), ("root", tr.root.is_some())]
-                    .iter()
-                    .find(|(_, present)| *present)
-                {
-                    return Err(invalid(format!(
-                        "traffic[{i}].{k}: not a key of kind \"training\" (its all-reduces are implied)"
-                    )));
-                }
+                let implied = [("op", tr.op.is_some()), ("root", tr.root.is_some())];
+                reject_stray(i, kind, &implied, " (its all-reduces are implied)")?;
             }
             if kind != "collective" && kind != "training" {
-                if let Some((k, _)) = collective_keys.iter().find(|(_, present)| *present) {
-                    return Err(invalid(format!(
-                        "traffic[{i}].{k}: not a key of kind \"{kind}\" (only of \"collective\")"
-                    )));
-                }
+                reject_stray(i, kind, &collective_keys, " (only of \"collective\")")?;
             }
             let stray: &[(&str, bool)] = match kind {
                 "flow" => &[
@@ -871,11 +857,7 @@ impl Scenario {
                 ],
                 _ => &[],
             };
-            if let Some((k, _)) = stray.iter().find(|(_, present)| *present) {
-                return Err(invalid(format!(
-                    "traffic[{i}].{k}: not a key of kind \"{kind}\""
-                )));
-            }
+            reject_stray(i, kind, stray, "")?;
             traffic.push(match kind {
                 "flow" => {
                     let (src, dst) = (need(&tr.src, "src")?, need(&tr.dst, "dst")?);
@@ -1639,11 +1621,7 @@ fn chakra_traces(
         ("op", tr.op.is_some()),
         ("root", tr.root.is_some()),
     ];
-    if let Some((k, _)) = stray.iter().find(|(_, present)| *present) {
-        return Err(invalid(format!(
-            "traffic[{i}].{k}: not a key of kind \"chakra\" (the traces give it)"
-        )));
-    }
+    reject_stray(i, "chakra", &stray, " (the traces give it)")?;
     let path = tr.path.as_ref().ok_or_else(|| {
         invalid(format!(
             "{}: required by kind \"chakra\" (a folder of traces)",
@@ -1702,6 +1680,22 @@ fn chakra_traces(
     };
     chakra::expand(&job, &mut Workload::default()).map_err(bad)?;
     Ok(Traffic::Chakra(job))
+}
+
+/// Refuses the first key of `keys` that is present: `traffic[i].key: not a key of kind
+/// "kind"` and `why`.
+fn reject_stray(
+    i: usize,
+    kind: &str,
+    keys: &[(&str, bool)],
+    why: &str,
+) -> Result<(), ScenarioError> {
+    match keys.iter().find(|(_, present)| *present) {
+        Some((k, _)) => Err(invalid(format!(
+            "traffic[{i}].{k}: not a key of kind \"{kind}\"{why}"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The `[host]` table: data paths and the endpoint model.
@@ -1835,11 +1829,12 @@ fn flow_file(
         ("start", tr.start.is_some()),
         ("sl", tr.sl.is_some()),
     ];
-    if let Some((k, _)) = stray.iter().find(|(_, present)| *present) {
-        return Err(invalid(format!(
-            "traffic[{i}].{k}: not a key of kind \"flow-file\" (the file gives every flow's fields)"
-        )));
-    }
+    reject_stray(
+        i,
+        "flow-file",
+        &stray,
+        " (the file gives every flow's fields)",
+    )?;
     let key = format!("traffic[{i}].path");
     let path = tr
         .path
