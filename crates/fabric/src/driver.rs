@@ -2,8 +2,8 @@
 //! flight, the ideal completion time of a message on an empty fabric, capture filters and
 //! deadlock detection over a wait-for graph.
 
-use crate::report::DeadlockHop;
-use crate::workload::{Dep, Local, Message};
+use crate::report::{DeadlockHop, FlowResult};
+use crate::workload::{Dep, Local, Message, Workload};
 use fabricsim_core::topology::{Nvlink, Routes, Topology};
 use fabricsim_core::units::{HostId, PortId, Time};
 use std::collections::VecDeque;
@@ -312,6 +312,178 @@ impl NvlinkDomains {
         let end = start + stage.rate.serialization(bytes);
         self.resources[r] = end;
         end + stage.latency
+    }
+}
+
+/// What both fabrics track of a message beyond its transport state.
+#[derive(Clone, Debug)]
+pub struct Progress {
+    /// When the message could start: its start time, or later once its dependencies
+    /// completed.
+    pub started: Time,
+    /// When the receiver held every byte; None while unfinished.
+    pub finish: Option<Time>,
+    /// When the sender learnt it was complete.
+    pub acked: Option<Time>,
+    pub sent_bytes: u64,
+    pub delivered_bytes: u64,
+    /// The message before this one on its connection.
+    pub follows: Option<u32>,
+    /// Every packet has been handed to the wire at least once.
+    pub injected: bool,
+    /// A posted message waiting for this one to be injected.
+    pub successor: Option<u32>,
+    /// The message this one's connection moved on to.
+    pub handed_to: Option<u32>,
+}
+
+impl Progress {
+    pub fn new(start: Time, follows: Option<u32>) -> Self {
+        Progress {
+            started: start,
+            finish: None,
+            acked: None,
+            sent_bytes: 0,
+            delivered_bytes: 0,
+            follows,
+            injected: false,
+            successor: None,
+            handed_to: None,
+        }
+    }
+
+    /// The message's outcome, with its ideal completion time.
+    pub fn result(&self, msg: &Message, ideal: Time) -> FlowResult {
+        FlowResult {
+            finish: self.finish,
+            acked: self.acked,
+            delivered_bytes: self.delivered_bytes,
+            start: self.started,
+            ..FlowResult::new(msg, ideal)
+        }
+    }
+}
+
+/// A fabric's per-message state: the message and its progress.
+pub trait Tracked {
+    fn message(&self) -> &Message;
+    fn progress(&mut self) -> &mut Progress;
+}
+
+/// The message life cycle both fabrics share: dependencies, transfers inside servers
+/// (NVLink, data-path stages), completions. It says what to post when; the fabric
+/// schedules its own events.
+#[derive(Clone, Debug)]
+pub struct Lifecycle {
+    deps: Dependencies,
+    local: NvlinkDomains,
+    /// The NIC's posting latency (data-path stages inside a server have none).
+    tx_latency: Time,
+    /// Messages complete at both ends.
+    pub completed: usize,
+}
+
+impl Lifecycle {
+    pub fn new(workload: &Workload, topo: &Topology, tx_latency: Time) -> Self {
+        Lifecycle {
+            deps: Dependencies::new(&workload.after),
+            local: NvlinkDomains::new(topo),
+            tx_latency,
+            completed: 0,
+        }
+    }
+
+    fn post_delay(&self, m: &Message) -> Time {
+        if m.local.is_some() {
+            Time::ZERO
+        } else {
+            self.tx_latency
+        }
+    }
+
+    /// The messages that wait for nothing, with the time to post them.
+    pub fn initial_posts(&self, messages: &[Message]) -> Vec<(Time, u32)> {
+        messages
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| self.deps.is_ready(i))
+            .map(|(i, m)| (m.start + self.post_delay(m), i as u32))
+            .collect()
+    }
+
+    /// Message `flow` completed at its receiver at `at`: the messages that waited only
+    /// for it, with the time to post them (once their dependency delays have passed, and
+    /// not before their start).
+    pub fn release<F: Tracked>(
+        &mut self,
+        flows: &mut [F],
+        flow: u32,
+        at: Time,
+    ) -> Vec<(Time, u32)> {
+        let ready = self.deps.complete(flow as usize, at);
+        ready
+            .into_iter()
+            .map(|(j, ready)| {
+                let f = &mut flows[j as usize];
+                let started = f.message().start.max(ready);
+                f.progress().started = started;
+                (started + self.post_delay(f.message()), j)
+            })
+            .collect()
+    }
+
+    /// Whether a message stays inside its server: NVLink or a data-path stage.
+    pub fn is_local(topo: &Topology, m: &Message) -> bool {
+        m.local.is_some() || topo.over_nvlink(m.src, m.dst)
+    }
+
+    /// Starts a transfer inside a server at `now`: when it lands, and the message that
+    /// followed it on its connection and may now post. It is handed over at once.
+    pub fn start_local<F: Tracked>(
+        &mut self,
+        flows: &mut [F],
+        flow: u32,
+        now: Time,
+    ) -> (Time, Option<u32>) {
+        let f = &mut flows[flow as usize];
+        let m = *f.message();
+        let done = match m.local {
+            Some(stage) => self.local.local(stage, m.size, now),
+            None => self.local.transfer(m.src, m.dst, m.size, now),
+        };
+        let p = f.progress();
+        p.injected = true;
+        (done, p.successor.take())
+    }
+
+    /// A transfer inside a server landed at `now`: the message is complete at both ends.
+    /// Returns what to post, as [`release`](Self::release).
+    pub fn finish_local<F: Tracked>(
+        &mut self,
+        flows: &mut [F],
+        flow: u32,
+        now: Time,
+    ) -> Vec<(Time, u32)> {
+        let f = &mut flows[flow as usize];
+        let size = f.message().size;
+        let p = f.progress();
+        p.sent_bytes = size;
+        p.delivered_bytes = size;
+        p.finish = Some(now);
+        p.acked = Some(now);
+        self.completed += 1;
+        self.release(flows, flow, now)
+    }
+
+    /// The ideal time of a message inside a server, if it is one.
+    pub fn ideal_local(&self, topo: &Topology, m: &Message) -> Option<Time> {
+        match m.local {
+            Some(l) => Some(l.rate.serialization(m.size) + l.latency),
+            None if topo.over_nvlink(m.src, m.dst) => {
+                Some(self.tx_latency + self.local.ideal(m.size))
+            }
+            None => None,
+        }
     }
 }
 

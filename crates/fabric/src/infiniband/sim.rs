@@ -3,9 +3,9 @@
 use super::config::IbConfig;
 use super::sharp::SharpGroup;
 use crate::driver::{
-    self, deadlock_hop, CaptureFilter, Dependencies, EventDriven, NvlinkDomains, WaitGraph, Wire,
+    self, deadlock_hop, CaptureFilter, EventDriven, Lifecycle, Progress, Tracked, WaitGraph, Wire,
 };
-use crate::report::{Deadlock, FlowResult, PortResult, RunReport};
+use crate::report::{Deadlock, PortResult, RunReport};
 use crate::workload::{Message, Workload};
 use fabricsim_core::engine::EventQueue;
 use fabricsim_core::proto::credit::{CreditReceiver, CreditSender};
@@ -173,23 +173,19 @@ struct Flow {
     receiver: RcReceiver,
     cc: CcState,
     next_allowed: Time,
-    sent_bytes: u64,
-    delivered_bytes: u64,
-    finish: Option<Time>,
-    acked: Option<Time>,
-    /// When the message could start: its start time, or later once its dependencies
-    /// completed.
-    started: Time,
-    /// The message before this one on its connection.
-    follows: Option<u32>,
-    /// Every packet has been handed to the wire at least once.
-    injected: bool,
-    /// A posted message waiting for this one to be injected.
-    successor: Option<u32>,
-    /// The message this one's connection moved on to.
-    handed_to: Option<u32>,
     /// The SHARP group this rank's buffer feeds.
     sharp: Option<u32>,
+    /// Life-cycle state shared with the other fabric.
+    life: Progress,
+}
+
+impl Tracked for Flow {
+    fn message(&self) -> &Message {
+        &self.msg
+    }
+    fn progress(&mut self) -> &mut Progress {
+        &mut self.life
+    }
 }
 
 /// A packet as it left its source HCA.
@@ -219,10 +215,8 @@ pub struct Simulation {
     ports: Vec<PortState>,
     hcas: Vec<Hca>,
     flows: Vec<Flow>,
-    deps: Dependencies,
-    nvlink: NvlinkDomains,
+    lifecycle: Lifecycle,
     sharp: Vec<SharpGroup>,
-    flows_acked: usize,
     stop_at: Option<Time>,
     stopped_by_time: bool,
     fecn_marks: u64,
@@ -302,8 +296,10 @@ impl Simulation {
             .collect();
         let mut queue = EventQueue::new();
         let messages = &workload.messages;
-        let deps = Dependencies::new(&workload.after);
-        let nvlink = NvlinkDomains::new(&topo);
+        let lifecycle = Lifecycle::new(workload, &topo, cfg.hca_tx_latency);
+        for (t, flow) in lifecycle.initial_posts(messages) {
+            queue.schedule(t, Event::Post { flow });
+        }
         let sharp = workload
             .sharp_groups
             .iter()
@@ -322,15 +318,6 @@ impl Simulation {
             .map(|(i, m)| {
                 let sender = RcSender::new(m.size, cfg.mtu, cfg.ack_every);
                 let receiver = RcReceiver::new(sender.packets(), cfg.ack_every);
-                if deps.is_ready(i) {
-                    // Data-path stages inside a server start without the NIC's latency.
-                    let delay = if m.local.is_some() {
-                        Time::ZERO
-                    } else {
-                        cfg.hca_tx_latency
-                    };
-                    queue.schedule(m.start + delay, Event::Post { flow: i as u32 });
-                }
                 Flow {
                     msg: *m,
                     vl: cfg.sl_to_vl[m.sl as usize % 16],
@@ -338,20 +325,12 @@ impl Simulation {
                     receiver,
                     cc: CcState::default(),
                     next_allowed: Time::ZERO,
-                    sent_bytes: 0,
-                    delivered_bytes: 0,
-                    finish: None,
-                    acked: None,
-                    started: m.start,
-                    follows: workload.follows[i],
-                    injected: false,
-                    successor: None,
-                    handed_to: None,
                     sharp: workload
                         .sharp_groups
                         .iter()
                         .position(|r| r.contains(&(i as u32)))
                         .map(|g| g as u32),
+                    life: Progress::new(m.start, workload.follows[i]),
                 }
             })
             .collect();
@@ -369,10 +348,8 @@ impl Simulation {
             ports,
             hcas,
             flows,
-            deps,
-            nvlink,
+            lifecycle,
             sharp,
-            flows_acked: 0,
             stop_at,
             stopped_by_time: false,
             fecn_marks: 0,
@@ -742,9 +719,9 @@ impl Simulation {
             let seg: Segment = flow.sender.next_segment().expect("queued QPs have data");
             if flow.sender.has_more() {
                 qps.push_back(f);
-            } else if !flow.injected {
-                flow.injected = true;
-                handoff = flow.successor.take().map(|j| (f, j));
+            } else if !flow.life.injected {
+                flow.life.injected = true;
+                handoff = flow.life.successor.take().map(|j| (f, j));
             }
             let wire = ib::write_packet_len(seg.payload, seg.index == 0) as u32;
             let rate = self.topo.port(port).rate;
@@ -755,7 +732,7 @@ impl Simulation {
             flow.next_allowed = now + rate.serialization(wire as u64) + gap;
             // SHARP buffers count as sent and delivered together, when the result is in.
             if flow.sharp.is_none() {
-                flow.sent_bytes += seg.payload as u64;
+                flow.life.sent_bytes += seg.payload as u64;
             }
             self.packets_in_flight += 1;
             self.peak_packets_in_flight = self.peak_packets_in_flight.max(self.packets_in_flight);
@@ -973,15 +950,15 @@ impl Simulation {
     /// that has not handed all its packets to the wire yet (then it starts when that one
     /// has, see `pick_hca`).
     fn post(&mut self, flow: u32) {
-        if let Some(prev) = self.flows[flow as usize].follows {
-            if !self.flows[prev as usize].injected {
-                self.flows[prev as usize].successor = Some(flow);
+        if let Some(prev) = self.flows[flow as usize].life.follows {
+            if !self.flows[prev as usize].life.injected {
+                self.flows[prev as usize].life.successor = Some(flow);
                 return;
             }
             self.inherit(prev, flow);
         }
         let m = self.flows[flow as usize].msg;
-        if m.local.is_some() || self.topo.over_nvlink(m.src, m.dst) {
+        if Lifecycle::is_local(&self.topo, &m) {
             self.post_nvlink(flow);
             return;
         }
@@ -996,7 +973,7 @@ impl Simulation {
     fn inherit(&mut self, prev: u32, next: u32) {
         let (cc, t) = {
             let p = &mut self.flows[prev as usize];
-            p.handed_to = Some(next);
+            p.life.handed_to = Some(next);
             (p.cc.clone(), p.next_allowed)
         };
         let n = &mut self.flows[next as usize];
@@ -1004,48 +981,31 @@ impl Simulation {
         n.next_allowed = n.next_allowed.max(t);
     }
 
-    /// A message between GPUs of one server goes over NVLink, and a data-path stage over
-    /// its resource (flow level): it is handed over at once, so a message following it on
-    /// the connection may post too.
+    /// A message inside a server (NVLink, or a data-path stage) goes at flow level.
     fn post_nvlink(&mut self, flow: u32) {
         let now = self.queue.now();
-        let m = self.flows[flow as usize].msg;
-        let done = match m.local {
-            Some(stage) => self.nvlink.local(stage, m.size, now),
-            None => self.nvlink.transfer(m.src, m.dst, m.size, now),
-        };
+        let (done, next) = self.lifecycle.start_local(&mut self.flows, flow, now);
         self.queue.schedule(done, Event::NvlinkDone { flow });
-        let f = &mut self.flows[flow as usize];
-        f.injected = true;
-        if let Some(next) = f.successor.take() {
+        if let Some(next) = next {
             self.post(next);
         }
     }
 
-    /// An NVLink transfer landed: the message is complete at both ends.
+    /// A transfer inside a server landed.
     fn nvlink_done(&mut self, flow: u32, now: Time) {
-        let f = &mut self.flows[flow as usize];
-        f.sent_bytes = f.msg.size;
-        f.delivered_bytes = f.msg.size;
-        f.finish = Some(now);
-        f.acked = Some(now);
-        self.flows_acked += 1;
-        self.release_dependents(flow, now);
+        let posts = self.lifecycle.finish_local(&mut self.flows, flow, now);
+        self.schedule_posts(posts);
     }
 
-    /// A message completed at its receiver at `at`: posts the messages that waited only
-    /// for it (once their dependency delays have passed, and not before their start).
+    /// A message completed at its receiver at `at`: posts what waited for it.
     fn release_dependents(&mut self, flow: u32, at: Time) {
-        for (j, ready) in self.deps.complete(flow as usize, at) {
-            let f = &mut self.flows[j as usize];
-            f.started = f.msg.start.max(ready);
-            let delay = if f.msg.local.is_some() {
-                Time::ZERO
-            } else {
-                self.cfg.hca_tx_latency
-            };
-            self.queue
-                .schedule(f.started + delay, Event::Post { flow: j });
+        let posts = self.lifecycle.release(&mut self.flows, flow, at);
+        self.schedule_posts(posts);
+    }
+
+    fn schedule_posts(&mut self, posts: Vec<(Time, u32)>) {
+        for (t, flow) in posts {
+            self.queue.schedule(t, Event::Post { flow });
         }
     }
 
@@ -1059,11 +1019,11 @@ impl Simulation {
                 let fid = g.flow_of_host[h.index()].expect("a rank of the group");
                 let at = now + self.cfg.hca_rx_latency;
                 let f = &mut self.flows[fid as usize];
-                f.sent_bytes = f.msg.size;
-                f.delivered_bytes = f.msg.size;
-                f.finish = Some(at);
-                f.acked = Some(now);
-                self.flows_acked += 1;
+                f.life.sent_bytes = f.msg.size;
+                f.life.delivered_bytes = f.msg.size;
+                f.life.finish = Some(at);
+                f.life.acked = Some(now);
+                self.lifecycle.completed += 1;
                 self.release_dependents(fid, at);
             }
             return;
@@ -1077,9 +1037,9 @@ impl Simulation {
                     self.duplicates += 1;
                     return;
                 }
-                flow.delivered_bytes += pkt.payload as u64;
+                flow.life.delivered_bytes += pkt.payload as u64;
                 if receipt.complete {
-                    flow.finish = Some(now + self.cfg.hca_rx_latency);
+                    flow.life.finish = Some(now + self.cfg.hca_rx_latency);
                 }
                 let cc_on = self.cfg.congestion_control.is_some();
                 let reply = |kind: Kind, index: u32| Packet {
@@ -1110,7 +1070,7 @@ impl Simulation {
             Kind::Ack | Kind::Becn => {
                 if pkt.kind == Kind::Becn {
                     let mut current = pkt.flow;
-                    while let Some(next) = self.flows[current as usize].handed_to {
+                    while let Some(next) = self.flows[current as usize].life.handed_to {
                         current = next;
                     }
                     if let Some(cc) = &self.cfg.congestion_control {
@@ -1119,8 +1079,8 @@ impl Simulation {
                 }
                 let flow = &mut self.flows[pkt.flow as usize];
                 if flow.sender.on_ack(pkt.index) {
-                    flow.acked = Some(now);
-                    self.flows_acked += 1;
+                    flow.life.acked = Some(now);
+                    self.lifecycle.completed += 1;
                 }
             }
             Kind::SharpUp | Kind::SharpDown => {
@@ -1144,7 +1104,7 @@ impl Simulation {
 
     /// Payload bytes a flow's receiver holds so far.
     pub fn flow_delivered(&self, flow: usize) -> u64 {
-        self.flows[flow].delivered_bytes
+        self.flows[flow].life.delivered_bytes
     }
 
     /// Conservation and buffer checks, computed by walking every queue and link.
@@ -1170,8 +1130,8 @@ impl Simulation {
             }
         }
         Audit {
-            sent_payload: self.flows.iter().map(|f| f.sent_bytes).sum(),
-            delivered_payload: self.flows.iter().map(|f| f.delivered_bytes).sum(),
+            sent_payload: self.flows.iter().map(|f| f.life.sent_bytes).sum(),
+            delivered_payload: self.flows.iter().map(|f| f.life.delivered_bytes).sum(),
             in_flight_payload: in_flight,
             packets_in_flight: packets,
             buffer_overflows: self.buffer_overflows
@@ -1188,8 +1148,8 @@ impl Simulation {
     /// every link, a switch latency per switch, the whole message serialised once at the
     /// host rate, and the last packet re-serialised at every store-and-forward switch.
     fn ideal_fct(&self, m: &Message) -> Time {
-        if let Some(l) = m.local {
-            return l.rate.serialization(m.size) + l.latency;
+        if let Some(t) = self.lifecycle.ideal_local(&self.topo, m) {
+            return t;
         }
         if m.src == m.dst {
             // SHARP: up the tree and down again, the buffer serialised once.
@@ -1204,9 +1164,6 @@ impl Simulation {
                     + self.cfg.switch_latency
                     + rate.serialization(packet))
                     * (2 * depth);
-        }
-        if self.topo.over_nvlink(m.src, m.dst) {
-            return self.cfg.hca_tx_latency + self.nvlink.ideal(m.size);
         }
         driver::ideal_fct(
             &self.topo,
@@ -1224,13 +1181,7 @@ impl Simulation {
         let flows = self
             .flows
             .iter()
-            .map(|f| FlowResult {
-                finish: f.finish,
-                acked: f.acked,
-                delivered_bytes: f.delivered_bytes,
-                start: f.started,
-                ..FlowResult::new(&f.msg, self.ideal_fct(&f.msg))
-            })
+            .map(|f| f.life.result(&f.msg, self.ideal_fct(&f.msg)))
             .collect();
         let ports = self
             .ports
@@ -1294,7 +1245,7 @@ fn lid(h: HostId) -> u16 {
 
 impl EventDriven for Simulation {
     fn is_finished(&self) -> bool {
-        self.flows_acked == self.flows.len()
+        self.lifecycle.completed == self.flows.len()
             || self.stopped_by_time
             || self.queue.is_empty()
             || self.deadlock.is_some()

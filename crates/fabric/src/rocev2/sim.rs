@@ -2,9 +2,9 @@
 
 use super::config::RoceConfig;
 use crate::driver::{
-    self, deadlock_hop, CaptureFilter, Dependencies, EventDriven, NvlinkDomains, WaitGraph, Wire,
+    self, deadlock_hop, CaptureFilter, EventDriven, Lifecycle, Progress, Tracked, WaitGraph, Wire,
 };
-use crate::report::{Deadlock, DeadlockHop, FlowResult, PortResult, RunReport};
+use crate::report::{Deadlock, DeadlockHop, PortResult, RunReport};
 use crate::workload::{Message, Workload};
 use fabricsim_core::engine::EventQueue;
 use fabricsim_core::proto::dcqcn::Dcqcn;
@@ -163,23 +163,19 @@ struct Flow {
     /// When the acknowledged prefix last grew (or sending began).
     last_progress: Time,
     timer_armed: bool,
-    sent_bytes: u64,
     /// `sent_bytes` at the last rate sample.
     sampled_bytes: u64,
-    delivered_bytes: u64,
-    finish: Option<Time>,
-    acked: Option<Time>,
-    /// When the message could start: its start time, or later once its dependencies
-    /// completed.
-    started: Time,
-    /// The message before this one on its connection.
-    follows: Option<u32>,
-    /// Every packet has been handed to the wire at least once.
-    injected: bool,
-    /// A posted message waiting for this one to be injected.
-    successor: Option<u32>,
-    /// The message this one's connection moved on to.
-    handed_to: Option<u32>,
+    /// Life-cycle state shared with the other fabric.
+    life: Progress,
+}
+
+impl Tracked for Flow {
+    fn message(&self) -> &Message {
+        &self.msg
+    }
+    fn progress(&mut self) -> &mut Progress {
+        &mut self.life
+    }
 }
 
 /// A frame as it left its port: packets as they leave their source NIC, PFC frames as
@@ -225,9 +221,7 @@ pub struct Simulation {
     buffers: Vec<SharedBuffer>,
     nics: Vec<Nic>,
     flows: Vec<Flow>,
-    deps: Dependencies,
-    nvlink: NvlinkDomains,
-    flows_acked: usize,
+    lifecycle: Lifecycle,
     stop_at: Option<Time>,
     stopped_by_time: bool,
     rng: ChaCha8Rng,
@@ -323,23 +317,16 @@ impl Simulation {
             );
         }
         let messages = &workload.messages;
-        let deps = Dependencies::new(&workload.after);
-        let nvlink = NvlinkDomains::new(&topo);
+        let lifecycle = Lifecycle::new(workload, &topo, cfg.nic_tx_latency);
+        for (t, flow) in lifecycle.initial_posts(messages) {
+            queue.schedule(t, Event::Post { flow });
+        }
         let flows = messages
             .iter()
             .enumerate()
             .map(|(i, m)| {
                 let sender = RcSender::new(m.size, cfg.mtu, cfg.ack_every);
                 let receiver = InOrderReceiver::new(sender.packets(), cfg.ack_every);
-                if deps.is_ready(i) {
-                    // Data-path stages inside a server start without the NIC's latency.
-                    let delay = if m.local.is_some() {
-                        Time::ZERO
-                    } else {
-                        cfg.nic_tx_latency
-                    };
-                    queue.schedule(m.start + delay, Event::Post { flow: i as u32 });
-                }
                 let line = topo.port(topo.host_port(m.src)).rate;
                 Flow {
                     msg: *m,
@@ -353,16 +340,8 @@ impl Simulation {
                     last_cnp: None,
                     last_progress: Time::ZERO,
                     timer_armed: false,
-                    sent_bytes: 0,
                     sampled_bytes: 0,
-                    delivered_bytes: 0,
-                    finish: None,
-                    acked: None,
-                    started: m.start,
-                    follows: workload.follows[i],
-                    injected: false,
-                    successor: None,
-                    handed_to: None,
+                    life: Progress::new(m.start, workload.follows[i]),
                 }
             })
             .collect();
@@ -376,9 +355,7 @@ impl Simulation {
             ports,
             buffers,
             flows,
-            deps,
-            nvlink,
-            flows_acked: 0,
+            lifecycle,
             stop_at,
             stopped_by_time: false,
             drops: 0,
@@ -510,7 +487,7 @@ impl Simulation {
 
     /// Payload bytes a flow's receiver has placed so far.
     pub fn flow_delivered(&self, flow: usize) -> u64 {
-        self.flows[flow].delivered_bytes
+        self.flows[flow].life.delivered_bytes
     }
 
     /// Data bytes queued at a port's egress now.
@@ -564,8 +541,11 @@ impl Simulation {
         let interval = self.cfg.rate_sample;
         for (i, f) in self.flows.iter_mut().enumerate() {
             // Only messages on the NIC: posted (queued or sending), not yet acknowledged.
-            if f.acked.is_some() || !(f.queued || f.sent_bytes > 0) || f.msg.local.is_some() {
-                f.sampled_bytes = f.sent_bytes;
+            if f.life.acked.is_some()
+                || !(f.queued || f.life.sent_bytes > 0)
+                || f.msg.local.is_some()
+            {
+                f.sampled_bytes = f.life.sent_bytes;
                 continue;
             }
             let line = self.topo.port(self.topo.host_port(f.msg.src)).rate;
@@ -576,8 +556,8 @@ impl Simulation {
                 }
                 None => line,
             };
-            let bits = (f.sent_bytes - f.sampled_bytes) as u128 * 8 * 1_000_000_000_000;
-            f.sampled_bytes = f.sent_bytes;
+            let bits = (f.life.sent_bytes - f.sampled_bytes) as u128 * 8 * 1_000_000_000_000;
+            f.sampled_bytes = f.life.sent_bytes;
             self.rates.push(RateSample {
                 time: now,
                 flow: i as u32,
@@ -646,7 +626,7 @@ impl Simulation {
         let rto = self.cfg.rto();
         let f = &mut self.flows[flow as usize];
         f.timer_armed = false;
-        if f.acked.is_some() || f.sender.sent() == f.sender.acked() {
+        if f.life.acked.is_some() || f.sender.sent() == f.sender.acked() {
             return;
         }
         let due = f.last_progress + rto;
@@ -898,9 +878,9 @@ impl Simulation {
             nic.qps.push_back(f);
         } else {
             flow.queued = false;
-            if !flow.injected {
-                flow.injected = true;
-                handoff = flow.successor.take();
+            if !flow.life.injected {
+                flow.life.injected = true;
+                handoff = flow.life.successor.take();
             }
         }
         if flow.sender.sent() == seg.index + 1 && seg.index == flow.sender.acked() {
@@ -913,7 +893,7 @@ impl Simulation {
         }
         flow.last_tx = now;
         flow.last_wire = wire;
-        flow.sent_bytes += seg.payload as u64;
+        flow.life.sent_bytes += seg.payload as u64;
         if retransmission {
             self.retransmitted += 1;
         }
@@ -1089,15 +1069,15 @@ impl Simulation {
     /// that has not handed all its packets to the wire yet (then it starts when that one
     /// has, see `pick_nic`).
     fn post(&mut self, flow: u32, now: Time) {
-        if let Some(prev) = self.flows[flow as usize].follows {
-            if !self.flows[prev as usize].injected {
-                self.flows[prev as usize].successor = Some(flow);
+        if let Some(prev) = self.flows[flow as usize].life.follows {
+            if !self.flows[prev as usize].life.injected {
+                self.flows[prev as usize].life.successor = Some(flow);
                 return;
             }
             self.inherit(prev, flow);
         }
         let m = self.flows[flow as usize].msg;
-        if m.local.is_some() || self.topo.over_nvlink(m.src, m.dst) {
+        if Lifecycle::is_local(&self.topo, &m) {
             self.post_nvlink(flow);
             return;
         }
@@ -1120,7 +1100,7 @@ impl Simulation {
     fn inherit(&mut self, prev: u32, next: u32) {
         let (rp, t) = {
             let p = &mut self.flows[prev as usize];
-            p.handed_to = Some(next);
+            p.life.handed_to = Some(next);
             (p.rp.clone(), (p.last_tx, p.last_wire))
         };
         let n = &mut self.flows[next as usize];
@@ -1131,54 +1111,37 @@ impl Simulation {
     /// The message now sending on `flow`'s connection (itself, or a later one it handed
     /// over to).
     fn current_on_connection(&self, mut flow: u32) -> u32 {
-        while let Some(next) = self.flows[flow as usize].handed_to {
+        while let Some(next) = self.flows[flow as usize].life.handed_to {
             flow = next;
         }
         flow
     }
 
-    /// A message between GPUs of one server goes over NVLink, and a data-path stage over
-    /// its resource (flow level): it is handed over at once, so a message following it on
-    /// the connection may post too.
+    /// A message inside a server (NVLink, or a data-path stage) goes at flow level.
     fn post_nvlink(&mut self, flow: u32) {
         let now = self.queue.now();
-        let m = self.flows[flow as usize].msg;
-        let done = match m.local {
-            Some(stage) => self.nvlink.local(stage, m.size, now),
-            None => self.nvlink.transfer(m.src, m.dst, m.size, now),
-        };
+        let (done, next) = self.lifecycle.start_local(&mut self.flows, flow, now);
         self.queue.schedule(done, Event::NvlinkDone { flow });
-        let f = &mut self.flows[flow as usize];
-        f.injected = true;
-        if let Some(next) = f.successor.take() {
+        if let Some(next) = next {
             self.post(next, now);
         }
     }
 
-    /// An NVLink transfer landed: the message is complete at both ends.
+    /// A transfer inside a server landed.
     fn nvlink_done(&mut self, flow: u32, now: Time) {
-        let f = &mut self.flows[flow as usize];
-        f.sent_bytes = f.msg.size;
-        f.delivered_bytes = f.msg.size;
-        f.finish = Some(now);
-        f.acked = Some(now);
-        self.flows_acked += 1;
-        self.release_dependents(flow, now);
+        let posts = self.lifecycle.finish_local(&mut self.flows, flow, now);
+        self.schedule_posts(posts);
     }
 
-    /// A message completed at its receiver at `at`: posts the messages that waited only
-    /// for it (once their dependency delays have passed, and not before their start).
+    /// A message completed at its receiver at `at`: posts what waited for it.
     fn release_dependents(&mut self, flow: u32, at: Time) {
-        for (j, ready) in self.deps.complete(flow as usize, at) {
-            let f = &mut self.flows[j as usize];
-            f.started = f.msg.start.max(ready);
-            let delay = if f.msg.local.is_some() {
-                Time::ZERO
-            } else {
-                self.cfg.nic_tx_latency
-            };
-            self.queue
-                .schedule(f.started + delay, Event::Post { flow: j });
+        let posts = self.lifecycle.release(&mut self.flows, flow, at);
+        self.schedule_posts(posts);
+    }
+
+    fn schedule_posts(&mut self, posts: Vec<(Time, u32)>) {
+        for (t, flow) in posts {
+            self.queue.schedule(t, Event::Post { flow });
         }
     }
 
@@ -1223,9 +1186,9 @@ impl Simulation {
                 }
                 match flow.receiver.on_data(pkt.index) {
                     InOrderReceipt::Accepted { ack, complete } => {
-                        flow.delivered_bytes += pkt.payload as u64;
+                        flow.life.delivered_bytes += pkt.payload as u64;
                         if complete {
-                            flow.finish = Some(now + self.cfg.nic_rx_latency);
+                            flow.life.finish = Some(now + self.cfg.nic_rx_latency);
                             just_completed = true;
                         }
                         out[1] = ack.map(|i| reply(Kind::Ack, i, ack_len));
@@ -1242,7 +1205,7 @@ impl Simulation {
                         out[1] = ack.map(|i| reply(Kind::Ack, i, ack_len));
                     }
                 }
-                let completed = flow.finish;
+                let completed = flow.life.finish;
                 let nic = &mut self.nics[h.index()];
                 nic.control.extend(out.into_iter().flatten());
                 self.try_transmit(self.topo.host_port(h));
@@ -1260,8 +1223,8 @@ impl Simulation {
                 let before = flow.sender.acked();
                 if let Some(i) = covered {
                     if flow.sender.on_ack(i) {
-                        flow.acked = Some(now);
-                        self.flows_acked += 1;
+                        flow.life.acked = Some(now);
+                        self.lifecycle.completed += 1;
                     }
                 }
                 if flow.sender.acked() > before {
@@ -1378,8 +1341,8 @@ impl Simulation {
             }
         }
         Audit {
-            sent_payload: self.flows.iter().map(|f| f.sent_bytes).sum(),
-            delivered_payload: self.flows.iter().map(|f| f.delivered_bytes).sum(),
+            sent_payload: self.flows.iter().map(|f| f.life.sent_bytes).sum(),
+            delivered_payload: self.flows.iter().map(|f| f.life.delivered_bytes).sum(),
             lost_payload: self.lost_payload,
             in_flight_payload: in_flight,
         }
@@ -1389,11 +1352,8 @@ impl Simulation {
     /// latencies, propagation, a switch latency and a store-and-forward re-serialisation of
     /// the last packet per switch, and the whole message serialised once).
     fn ideal_fct(&self, m: &Message) -> Time {
-        if let Some(l) = m.local {
-            return l.rate.serialization(m.size) + l.latency;
-        }
-        if self.topo.over_nvlink(m.src, m.dst) {
-            return self.cfg.nic_tx_latency + self.nvlink.ideal(m.size);
+        if let Some(t) = self.lifecycle.ideal_local(&self.topo, m) {
+            return t;
         }
         let ip = self.cfg.ip;
         driver::ideal_fct(
@@ -1413,13 +1373,7 @@ impl Simulation {
         let flows = self
             .flows
             .iter()
-            .map(|f| FlowResult {
-                finish: f.finish,
-                acked: f.acked,
-                delivered_bytes: f.delivered_bytes,
-                start: f.started,
-                ..FlowResult::new(&f.msg, self.ideal_fct(&f.msg))
-            })
+            .map(|f| f.life.result(&f.msg, self.ideal_fct(&f.msg)))
             .collect();
         let ports = self
             .ports
@@ -1478,7 +1432,7 @@ fn ecmp_hash(seed: u64, switch: u32, src: u32, dst: u32, sport: u16) -> u64 {
 
 impl EventDriven for Simulation {
     fn is_finished(&self) -> bool {
-        self.flows_acked == self.flows.len()
+        self.lifecycle.completed == self.flows.len()
             || self.stopped_by_time
             || self.queue.is_empty()
             || self.deadlock.is_some()
