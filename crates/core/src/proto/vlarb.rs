@@ -13,49 +13,63 @@ pub struct ArbEntry {
     pub weight: u32,
 }
 
+/// An arbitration table, shared by every port that uses it.
 #[derive(Clone, Debug)]
-pub struct VlArbiter {
+pub struct ArbTable {
     entries: Vec<ArbEntry>,
-    current: usize,
+}
+
+/// One port's position in its table: the current entry and the weight it has left.
+/// Kept apart from the table so that a port's state is eight bytes beside its other hot
+/// fields, while all ports read one table.
+#[derive(Clone, Copy, Debug)]
+pub struct ArbState {
+    current: u32,
     budget: u32,
 }
 
-impl VlArbiter {
-    /// An arbiter over `entries`; an empty table is replaced by VL 0 with weight 255.
+impl ArbTable {
+    /// A table of `entries`; an empty table is replaced by VL 0 with weight 255.
     pub fn new(mut entries: Vec<ArbEntry>) -> Self {
         if entries.is_empty() {
             entries.push(ArbEntry { vl: 0, weight: 255 });
         }
-        let budget = entries[0].weight;
-        VlArbiter {
-            entries,
-            current: 0,
-            budget,
-        }
+        ArbTable { entries }
     }
 
     /// Equal weights over VLs `0..vls`.
     pub fn equal(vls: u8, weight: u32) -> Self {
-        VlArbiter::new((0..vls).map(|vl| ArbEntry { vl, weight }).collect())
+        ArbTable::new((0..vls).map(|vl| ArbEntry { vl, weight }).collect())
+    }
+
+    /// A port's state before its first pick: on the first entry, with its full weight.
+    pub fn start(&self) -> ArbState {
+        ArbState {
+            current: 0,
+            budget: self.entries[0].weight,
+        }
     }
 
     /// Picks the VL to serve next among those for which `ready` is true.
-    pub fn pick(&mut self, mut ready: impl FnMut(u8) -> bool) -> Option<u8> {
+    pub fn pick(&self, state: &mut ArbState, mut ready: impl FnMut(u8) -> bool) -> Option<u8> {
         let n = self.entries.len();
-        if self.budget > 0 && ready(self.entries[self.current].vl) {
-            return Some(self.entries[self.current].vl);
+        let current = state.current as usize;
+        if state.budget > 0 && ready(self.entries[current].vl) {
+            return Some(self.entries[current].vl);
         }
         for step in 1..=n {
-            let idx = (self.current + step) % n;
+            let idx = (current + step) % n;
             if ready(self.entries[idx].vl) {
-                self.current = idx;
-                self.budget = self.entries[idx].weight;
+                state.current = idx as u32;
+                state.budget = self.entries[idx].weight;
                 return Some(self.entries[idx].vl);
             }
         }
         None
     }
+}
 
+impl ArbState {
     /// Charges `blocks` to the current entry's weight.
     pub fn charge(&mut self, blocks: u32) {
         self.budget = self.budget.saturating_sub(blocks);
@@ -68,13 +82,14 @@ mod tests {
 
     #[test]
     fn weights_split_service() {
-        let mut arb = VlArbiter::new(vec![
+        let table = ArbTable::new(vec![
             ArbEntry { vl: 0, weight: 192 },
             ArbEntry { vl: 1, weight: 64 },
         ]);
+        let mut arb = table.start();
         let mut sent = [0u32; 2];
         for _ in 0..4000 {
-            let vl = arb.pick(|_| true).unwrap();
+            let vl = table.pick(&mut arb, |_| true).unwrap();
             sent[vl as usize] += 1;
             arb.charge(64);
         }
@@ -83,11 +98,12 @@ mod tests {
 
     #[test]
     fn idle_vl_gives_way() {
-        let mut arb = VlArbiter::equal(2, 64);
+        let table = ArbTable::equal(2, 64);
+        let mut arb = table.start();
         for _ in 0..10 {
-            assert_eq!(arb.pick(|vl| vl == 1), Some(1));
+            assert_eq!(table.pick(&mut arb, |vl| vl == 1), Some(1));
             arb.charge(64);
         }
-        assert_eq!(arb.pick(|_| false), None);
+        assert_eq!(table.pick(&mut arb, |_| false), None);
     }
 }

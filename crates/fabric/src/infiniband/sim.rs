@@ -11,7 +11,7 @@ use fabricsim_core::engine::EventQueue;
 use fabricsim_core::proto::credit::{CreditReceiver, CreditSender};
 use fabricsim_core::proto::ibcc::CcState;
 use fabricsim_core::proto::rc::{RcReceiver, RcSender, Segment, PSN_MASK};
-use fabricsim_core::proto::vlarb::{ArbEntry, VlArbiter};
+use fabricsim_core::proto::vlarb::{ArbEntry, ArbState, ArbTable};
 use fabricsim_core::topology::{NodeKind, Port, Routes, Topology};
 use fabricsim_core::units::{HostId, NodeId, PortId, Time};
 use fabricsim_core::wire::ib::{self, Aeth, Opcode, PacketRepr, Reth, DEFAULT_PKEY};
@@ -135,18 +135,20 @@ struct Release {
 /// event touches share the first cache lines (cache misses, not instructions, dominated
 /// the reference benchmark under cachegrind); report counters come last.
 #[derive(Clone, Debug)]
-#[repr(C)]
+#[repr(C, align(64))]
 struct PortState {
+    // First line: the transmitter and the link.
     /// When the last frame put on the wire ends; flow-control packets only move this
     /// forward, so they take link time without an event of their own.
     free_at: Time,
     wake_at: Option<Time>,
     queued: u64,
+    /// The topology's description of this port, copied here for locality.
+    link: Port,
+    // Second line: flow control, arbitration and the packet counters.
     /// Blocks sent on credit and not yet returned, over all VLs: the sum of (window -
     /// available), kept current by [`Simulation::update_tx_credit`].
     downstream_blocks: u64,
-    /// The topology's description of this port, copied here for locality.
-    link: Port,
     generation: u32,
     fc_pending: u16,
     /// A packet is being serialised (its end is the pending transmitter event).
@@ -155,17 +157,17 @@ struct PortState {
     /// The port's host, or `None` on a switch.
     host: Option<HostId>,
     releasing: Option<Release>,
-    wire: Wire<Frame>,
-    egress: Vec<EgressVl>,
-    tx_credit: Vec<CreditSender>,
-    rx_credit: Vec<CreditReceiver>,
-    stall_since: Option<Time>,
-    arbiter: VlArbiter,
+    arbiter: ArbState,
     tx_bytes: u64,
     tx_packets: u64,
+    // Third line: the queues.
+    wire: Wire<Frame>,
+    egress: Vec<EgressVl>,
     peak_queue: u64,
-    stall_total: Time,
+    // Rarely touched.
     credit_packets: u64,
+    stall_since: Option<Time>,
+    stall_total: Time,
     fecn_marks: u64,
 }
 
@@ -224,6 +226,13 @@ pub struct Simulation {
     routes: Routes,
     queue: EventQueue<Event>,
     ports: Vec<PortState>,
+    /// Send and receive credit state of each port's VLs, at `port x VLs + vl`: dense
+    /// arrays (a few kilobytes) that stay in the first-level cache, where a small heap
+    /// vector per port cost a miss per access.
+    tx_credit: Vec<CreditSender>,
+    rx_credit: Vec<CreditReceiver>,
+    /// The VL arbitration table every port uses.
+    arbitration: ArbTable,
     /// Adaptive routing's load measure per port (see [`Simulation::load`]), refreshed
     /// whenever one of its terms changes; kept apart from `ports` so that comparing a
     /// switch's candidate up-ports reads one or two cache lines, not one port each.
@@ -259,15 +268,16 @@ impl Simulation {
         let routes = Routes::minimal(&topo)?;
         let vls = cfg.virtual_lanes as usize;
         let blocks = cfg.vl_buffer / ib::CREDIT_BLOCK as u32;
-        let entries: Vec<ArbEntry> = cfg
-            .vl_weights
-            .iter()
-            .enumerate()
-            .map(|(vl, &weight)| ArbEntry {
-                vl: vl as u8,
-                weight,
-            })
-            .collect();
+        let arbitration = ArbTable::new(
+            cfg.vl_weights
+                .iter()
+                .enumerate()
+                .map(|(vl, &weight)| ArbEntry {
+                    vl: vl as u8,
+                    weight,
+                })
+                .collect(),
+        );
         let ports: Vec<PortState> = topo
             .ports()
             .iter()
@@ -285,12 +295,10 @@ impl Simulation {
                     generation: 0,
                     wake_at: None,
                     wire: Wire::default(),
-                    tx_credit: vec![CreditSender::new(blocks); vls],
-                    rx_credit: vec![CreditReceiver::new(blocks); vls],
                     fc_pending: 0,
                     fc_sent_since_refresh: false,
                     releasing: None,
-                    arbiter: VlArbiter::new(entries.clone()),
+                    arbiter: arbitration.start(),
                     egress: if host.is_none() {
                         // One more input for packets the switch makes itself (SHARP).
                         vec![EgressVl::new(inputs + 1); vls]
@@ -367,6 +375,9 @@ impl Simulation {
             routes,
             queue,
             loads: vec![0; ports.len()],
+            tx_credit: vec![CreditSender::new(blocks); ports.len() * vls],
+            rx_credit: vec![CreditReceiver::new(blocks); ports.len() * vls],
+            arbitration,
             ports,
             hcas,
             flows,
@@ -488,6 +499,11 @@ impl Simulation {
         self.cfg.virtual_lanes as usize
     }
 
+    /// Index of `port`'s VL `vl` in the per-VL arrays.
+    fn vl_index(&self, port: PortId, vl: u8) -> usize {
+        port.index() * self.vls() + vl as usize
+    }
+
     /// A credit loop (see [`WaitGraph::find_deadlock`]): queue and buffer `port x VLs +
     /// vl`; a switch-to-switch egress VL whose next packet lacks credits waits on its
     /// peer's input buffer, whose blocks sit in the egress VLs its packets were queued at.
@@ -503,11 +519,7 @@ impl Simulation {
         let mut g = WaitGraph {
             waits_on: vec![None; self.ports.len() * vls],
             holds: vec![Vec::new(); self.ports.len() * vls],
-            occupancy: self
-                .ports
-                .iter()
-                .flat_map(|p| p.rx_credit.iter().map(|c| c.used() as u64))
-                .collect(),
+            occupancy: self.rx_credit.iter().map(|c| c.used() as u64).collect(),
         };
         for (i, p) in self.ports.iter().enumerate() {
             let port = PortId(i as u32);
@@ -518,10 +530,10 @@ impl Simulation {
             let inputs = self.topo.node_ports(self.topo.port(port).node);
             for (vl, e) in p.egress.iter().enumerate() {
                 let Some(&head) = e.rr.front() else { continue };
-                if p.tx_credit[vl].can_send(e.inputs[head as usize][0].blocks()) {
+                let q = i * vls + vl;
+                if self.tx_credit[q].can_send(e.inputs[head as usize][0].blocks()) {
                     continue;
                 }
-                let q = i * vls + vl;
                 g.waits_on[q] = Some(peer.index() * vls + vl);
                 for (input, fifo) in inputs.iter().zip(&e.inputs) {
                     let blocks: u64 = fifo.iter().map(|pkt| pkt.blocks() as u64).sum();
@@ -536,9 +548,9 @@ impl Simulation {
 
     /// Frees the input-buffer credits of a packet that has left this switch.
     fn release(&mut self, r: Release) {
-        let input = &mut self.ports[r.input.index()];
-        input.rx_credit[r.vl as usize].on_free(r.blocks);
-        input.fc_pending |= 1 << r.vl;
+        let q = self.vl_index(r.input, r.vl);
+        self.rx_credit[q].on_free(r.blocks);
+        self.ports[r.input.index()].fc_pending |= 1 << r.vl;
         self.try_transmit(r.input);
     }
 
@@ -554,6 +566,7 @@ impl Simulation {
     /// [`Simulation::try_transmit`] on an idle transmitter.
     fn start_next(&mut self, port: PortId) {
         let now = self.queue.now();
+        let vls = self.vls();
         while self.ports[port.index()].fc_pending != 0 {
             let p = &mut self.ports[port.index()];
             let vl = p.fc_pending.trailing_zeros() as u8;
@@ -562,8 +575,8 @@ impl Simulation {
             p.credit_packets += 1;
             let frame = Frame::Credit {
                 vl,
-                fctbs: p.tx_credit[vl as usize].fctbs() as u16,
-                fccl: p.rx_credit[vl as usize].fccl() as u16,
+                fctbs: self.tx_credit[port.index() * vls + vl as usize].fctbs() as u16,
+                fccl: self.rx_credit[port.index() * vls + vl as usize].fccl() as u16,
             };
             self.transmit(port, frame, ib::FLOW_CONTROL_PACKET_LEN as u32);
         }
@@ -645,8 +658,8 @@ impl Simulation {
         let mut blocked = false;
         let mut wake: Option<Time> = None;
         let egress = &mut p.egress;
-        let tx_credit = &p.tx_credit;
-        let vl = p.arbiter.pick(|vl| {
+        let tx_credit = &self.tx_credit[port.index() * self.cfg.virtual_lanes as usize..];
+        let vl = self.arbitration.pick(&mut p.arbiter, |vl| {
             let e = &mut egress[vl as usize];
             e.mature(now);
             match e.rr.front() {
@@ -701,10 +714,10 @@ impl Simulation {
         let flows = &self.flows;
         let mut blocked = false;
         let mut wake: Option<Time> = None;
-        let tx_credit = &p.tx_credit;
+        let tx_credit = &self.tx_credit[port.index() * self.cfg.virtual_lanes as usize..];
         // Position in the VL's QP list of the QP to serve, when no ACK is waiting.
         let mut chosen = 0;
-        let vl = p.arbiter.pick(|vl| {
+        let vl = self.arbitration.pick(&mut p.arbiter, |vl| {
             let credit = &tx_credit[vl as usize];
             if let Some(ack) = hca.acks[vl as usize].front() {
                 if credit.can_send(ack.blocks()) {
@@ -844,28 +857,25 @@ impl Simulation {
         let to = p.link.peer;
         match frame {
             Frame::Credit { vl, fctbs, fccl } => {
-                let q = &mut self.ports[to.index()];
-                q.rx_credit[vl as usize].on_fctbs(fctbs as u32);
+                let q = self.vl_index(to, vl);
+                self.rx_credit[q].on_fctbs(fctbs as u32);
                 self.update_tx_credit(to, vl, |c| c.on_limit(fccl as u32));
                 self.try_transmit(to);
             }
             Frame::Packet(pkt) => {
-                let q = &mut self.ports[to.index()];
-                if q.rx_credit[pkt.vl as usize]
-                    .on_receive(pkt.blocks())
-                    .is_err()
-                {
+                let credit = self.vl_index(to, pkt.vl);
+                if self.rx_credit[credit].on_receive(pkt.blocks()).is_err() {
                     self.buffer_overflows += 1;
                 }
+                let q = &self.ports[to.index()];
                 match q.host {
                     None => {
                         let node = q.link.node;
                         self.forward(node, to, pkt, now)
                     }
                     Some(h) => {
-                        let q = &mut self.ports[to.index()];
-                        q.rx_credit[pkt.vl as usize].on_free(pkt.blocks());
-                        q.fc_pending |= 1 << pkt.vl;
+                        self.rx_credit[credit].on_free(pkt.blocks());
+                        self.ports[to.index()].fc_pending |= 1 << pkt.vl;
                         self.deliver(h, pkt, now);
                         self.try_transmit(to);
                     }
@@ -878,9 +888,9 @@ impl Simulation {
     /// (returning its credits), and sends on what is complete: a reduced chunk to the
     /// parent, or at the root the result down, or (going down) copies to every child.
     fn sharp_at_switch(&mut self, node: NodeId, input: PortId, pkt: Packet, now: Time) {
-        let q = &mut self.ports[input.index()];
-        q.rx_credit[pkt.vl as usize].on_free(pkt.blocks());
-        q.fc_pending |= 1 << pkt.vl;
+        let q = self.vl_index(input, pkt.vl);
+        self.rx_credit[q].on_free(pkt.blocks());
+        self.ports[input.index()].fc_pending |= 1 << pkt.vl;
         self.try_transmit(input);
         self.packets_in_flight -= 1;
         let g = &mut self.sharp[pkt.dst as usize];
@@ -982,11 +992,11 @@ impl Simulation {
     /// `downstream_blocks` and load current.
     fn update_tx_credit(&mut self, port: PortId, vl: u8, change: impl FnOnce(&mut CreditSender)) {
         let window = self.cfg.vl_buffer as u64 / ib::CREDIT_BLOCK as u64;
-        let p = &mut self.ports[port.index()];
-        let c = &mut p.tx_credit[vl as usize];
+        let c = &mut self.tx_credit[port.index() * self.cfg.virtual_lanes as usize + vl as usize];
         let before = window.saturating_sub(c.available() as u64);
         change(c);
         let after = window.saturating_sub(c.available() as u64);
+        let p = &mut self.ports[port.index()];
         p.downstream_blocks = p.downstream_blocks + after - before;
         self.refresh_load(port);
     }
@@ -1181,9 +1191,8 @@ impl Simulation {
             packets_in_flight: packets,
             buffer_overflows: self.buffer_overflows
                 + self
-                    .ports
+                    .rx_credit
                     .iter()
-                    .flat_map(|p| &p.rx_credit)
                     .filter(|c| c.peak() > c.capacity())
                     .count() as u64,
         }
@@ -1236,8 +1245,7 @@ impl Simulation {
                 tx_bytes: p.tx_bytes,
                 tx_packets: p.tx_packets,
                 peak_queue_bytes: p.peak_queue,
-                peak_input_bytes: p
-                    .rx_credit
+                peak_input_bytes: self.rx_credit[i * self.vls()..(i + 1) * self.vls()]
                     .iter()
                     .map(|c| c.peak() as u64 * ib::CREDIT_BLOCK as u64)
                     .max()
