@@ -146,9 +146,6 @@ struct PortState {
     /// The topology's description of this port, copied here for locality.
     link: Port,
     // Second line: flow control, arbitration and the packet counters.
-    /// Blocks sent on credit and not yet returned, over all VLs: the sum of (window -
-    /// available), kept current by [`Simulation::update_tx_credit`].
-    downstream_blocks: u64,
     generation: u32,
     fc_pending: u16,
     /// A packet is being serialised (its end is the pending transmitter event).
@@ -306,7 +303,6 @@ impl Simulation {
                         Vec::new()
                     },
                     queued: 0,
-                    downstream_blocks: 0,
                     peak_queue: 0,
                     stall_since: None,
                     stall_total: Time::ZERO,
@@ -434,7 +430,7 @@ impl Simulation {
                 if p.busy {
                     p.busy = false;
                     let releasing = p.releasing.take();
-                    self.refresh_load(PortId(port));
+                    self.add_load(PortId(port), -1);
                     if let Some(r) = releasing {
                         self.release(r);
                     }
@@ -636,6 +632,7 @@ impl Simulation {
             }
             p.tx_packets += 1;
             let generation = p.generation;
+            self.add_load(port, 1);
             self.update_tx_credit(port, pkt.vl, |c| c.on_send(pkt.blocks()));
             self.queue.schedule(
                 end,
@@ -692,6 +689,7 @@ impl Simulation {
         }
         e.bytes -= pkt.wire as u64;
         p.queued -= pkt.wire as u64;
+        self.loads[port.index()] -= pkt.wire as u64;
         p.arbiter.charge(pkt.blocks());
         // Packets the switch made itself (the last input) hold no input buffer.
         p.releasing = self
@@ -926,7 +924,7 @@ impl Simulation {
         e.bytes += pkt.wire as u64;
         o.queued += pkt.wire as u64;
         o.peak_queue = o.peak_queue.max(o.queued);
-        self.refresh_load(out);
+        self.add_load(out, pkt.wire as i64);
         self.try_transmit(out);
     }
 
@@ -969,7 +967,7 @@ impl Simulation {
         e.bytes += pkt.wire as u64;
         o.queued += pkt.wire as u64;
         o.peak_queue = o.peak_queue.max(o.queued);
-        self.refresh_load(out);
+        self.add_load(out, pkt.wire as i64);
         self.try_transmit(out);
     }
 
@@ -980,25 +978,24 @@ impl Simulation {
         self.loads[port.index()]
     }
 
-    /// Recomputes [`Simulation::load`] after a change to the port's queue, transmitter or
-    /// send credits.
-    fn refresh_load(&mut self, port: PortId) {
-        let p = &self.ports[port.index()];
-        let downstream = p.downstream_blocks * ib::CREDIT_BLOCK as u64;
-        self.loads[port.index()] = p.queued + downstream + u64::from(p.busy);
+    /// Adds a change of the port's queue, transmitter or send credits to its load.
+    fn add_load(&mut self, port: PortId, delta: i64) {
+        let load = &mut self.loads[port.index()];
+        *load = load.wrapping_add_signed(delta);
     }
 
     /// Applies `change` to the port's send credits on `vl`, keeping its
-    /// `downstream_blocks` and load current.
+    /// load current.
     fn update_tx_credit(&mut self, port: PortId, vl: u8, change: impl FnOnce(&mut CreditSender)) {
         let window = self.cfg.vl_buffer as u64 / ib::CREDIT_BLOCK as u64;
         let c = &mut self.tx_credit[port.index() * self.cfg.virtual_lanes as usize + vl as usize];
         let before = window.saturating_sub(c.available() as u64);
         change(c);
         let after = window.saturating_sub(c.available() as u64);
-        let p = &mut self.ports[port.index()];
-        p.downstream_blocks = p.downstream_blocks + after - before;
-        self.refresh_load(port);
+        self.add_load(
+            port,
+            (after as i64 - before as i64) * ib::CREDIT_BLOCK as i64,
+        );
     }
 
     /// A posted WRITE joins its HCA's QP list, unless it follows one on its connection
