@@ -2,15 +2,17 @@
 //!
 //! Same-time events leave in insertion order, so a run is a pure function of its inputs.
 //! Near-future events go into buckets of 2^`BUCKET_SHIFT` ps on a wheel of `WHEEL`
-//! buckets. Each bucket is a singly linked list, in insertion order, threaded through one
-//! slab of nodes; freed nodes are reused last-in first-out, so a new event is written to
-//! a line that is still in cache. (A `Vec` per bucket cost a cache miss per schedule on
-//! the reference benchmark: a quarter of the run.) The bucket being drained is copied
-//! into a small array of (time, node) sorted with a stable sort, earliest last. Events
-//! beyond the wheel's span wait in a binary heap and move onto the wheel, in (time,
-//! sequence) order, as soon as their bucket comes into the span, before any event can be
-//! scheduled straight into that bucket; so every bucket's list is in insertion order for
-//! equal times. The queue is generic over the event type; the fabric owns the event enum.
+//! buckets. Each bucket is a singly linked list, newest first, threaded through one slab
+//! of nodes; freed nodes are reused last-in first-out, so a new event is written to a
+//! line that is still in cache, and scheduling touches only that node and the bucket's
+//! head. (A `Vec` per bucket cost a cache miss per schedule on the reference benchmark: a
+//! quarter of the run; appending at a list's tail cost another.) The bucket being drained
+//! is copied into a small array of (time, node) sorted with a stable sort, earliest last.
+//! Events beyond the wheel's span wait in a binary heap and move onto the wheel, in
+//! (time, sequence) order, as soon as their bucket comes into the span, before any event
+//! can be scheduled straight into that bucket; so every bucket's list is in reverse
+//! insertion order for equal times. The queue is generic over the event type; the fabric
+//! owns the event enum.
 
 use crate::units::Time;
 use std::cmp::Reverse;
@@ -27,22 +29,10 @@ const NIL: u32 = u32::MAX;
 /// A slab node: one pending event, or a free slot.
 struct Node<E> {
     time: Time,
-    /// Next node of the same bucket list (or of the free list).
+    /// Next (earlier scheduled) node of the same bucket list, or next free node.
     next: u32,
     event: Option<E>,
 }
-
-/// Head and tail of one bucket's list.
-#[derive(Clone, Copy)]
-struct List {
-    head: u32,
-    tail: u32,
-}
-
-const EMPTY: List = List {
-    head: NIL,
-    tail: NIL,
-};
 
 fn bucket_of(t: Time) -> u64 {
     t.ps() >> BUCKET_SHIFT
@@ -52,7 +42,8 @@ fn bucket_of(t: Time) -> u64 {
 pub struct EventQueue<E> {
     nodes: Vec<Node<E>>,
     free: u32,
-    wheel: Vec<List>,
+    /// Each bucket's newest node.
+    wheel: Vec<u32>,
     /// Absolute index of the bucket being drained; every wheel event lies in
     /// `[cursor, cursor + WHEEL)`.
     cursor: u64,
@@ -78,7 +69,7 @@ impl<E> EventQueue<E> {
         EventQueue {
             nodes: Vec::new(),
             free: NIL,
-            wheel: vec![EMPTY; WHEEL],
+            wheel: vec![NIL; WHEEL],
             cursor: 0,
             current: Vec::new(),
             on_wheel: 0,
@@ -148,15 +139,11 @@ impl<E> EventQueue<E> {
         }
     }
 
-    /// Appends `node` to bucket `b`'s list.
+    /// Adds `node` to bucket `b`'s list, as its newest.
     fn append(&mut self, b: u64, node: u32) {
-        let list = &mut self.wheel[(b % WHEEL as u64) as usize];
-        if list.tail == NIL {
-            list.head = node;
-        } else {
-            self.nodes[list.tail as usize].next = node;
-        }
-        list.tail = node;
+        let head = &mut self.wheel[(b % WHEEL as u64) as usize];
+        self.nodes[node as usize].next = *head;
+        *head = node;
         self.on_wheel += 1;
     }
 
@@ -165,17 +152,16 @@ impl<E> EventQueue<E> {
     fn settle(&mut self) -> bool {
         while self.current.is_empty() {
             let slot = (self.cursor % WHEEL as u64) as usize;
-            let list = std::mem::replace(&mut self.wheel[slot], EMPTY);
-            if list.head != NIL {
-                let mut i = list.head;
+            let head = std::mem::replace(&mut self.wheel[slot], NIL);
+            if head != NIL {
+                let mut i = head;
                 while i != NIL {
                     let n = &self.nodes[i as usize];
                     self.current.push((n.time, i));
                     i = n.next;
                 }
-                // Reverse then stable-sort descending: equal times keep the first
-                // scheduled last, where it pops first.
-                self.current.reverse();
+                // Newest first, then a stable sort descending: equal times keep the
+                // first scheduled last, where it pops first.
                 self.current.sort_by_key(|&(t, _)| Reverse(t));
                 return true;
             }
