@@ -4,6 +4,7 @@
 pub mod chakra;
 pub mod compare;
 pub mod experiment;
+pub mod heap;
 pub mod ns3;
 pub mod pcap;
 pub mod results;

@@ -5,7 +5,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use fabricsim::pcap::{self, LinkType};
 use fabricsim::results::{self, write_atomic};
 use fabricsim::scenario::{FabricKind, Scenario};
-use fabricsim::{compare, experiment, sweep};
+use fabricsim::{compare, experiment, heap, sweep};
 use fabricsim_fabric::infiniband::{CaptureFilter, Simulation};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,6 +13,9 @@ use std::process::ExitCode;
 /// The scenario `fabricsim run` uses when given no file (also examples/default.toml).
 const DEFAULT_SCENARIO: &str = include_str!("../../../examples/default.toml");
 /// The benchmark's reference scenario: a 128-host k=8 fat-tree, permutation of 64 MiB.
+#[global_allocator]
+static ALLOCATOR: heap::Counting = heap::Counting;
+
 const BENCH_SCENARIO: &str = include_str!("../../../examples/bench-fat-tree-k8.toml");
 
 #[derive(Parser)]
@@ -287,18 +290,32 @@ fn peak_rss() -> Option<u64> {
     Some(kb * 1024)
 }
 
-fn bench(size: Option<String>) -> Result<(), String> {
-    let mut text = BENCH_SCENARIO.to_string();
-    if let Some(s) = size {
-        text = text.replace("size = \"64MiB\"", &format!("size = \"{s}\""));
+/// The reference scenario with `size` per host and, if given, another VL buffer size.
+fn bench_scenario(size: &str, vl_buffer: Option<&str>) -> Result<Scenario, String> {
+    let mut text = BENCH_SCENARIO.replace("size = \"64MiB\"", &format!("size = \"{size}\""));
+    if let Some(b) = vl_buffer {
+        text = text.replace(
+            "adaptive_routing = true",
+            &format!("adaptive_routing = true\nvl_buffer = \"{b}\""),
+        );
     }
-    let scenario = Scenario::parse(&text, "bench-fat-tree-k8").map_err(|e| e.to_string())?;
-    let before = peak_rss().unwrap_or(0);
-    let outcome = experiment::run(&scenario, None, true)?;
-    let after = peak_rss().unwrap_or(0);
+    Scenario::parse(&text, "bench-fat-tree-k8").map_err(|e| e.to_string())
+}
+
+/// Runs `scenario`, returning its outcome and the growth of the heap's peak over the heap
+/// in use before it started.
+fn measured_run(scenario: &Scenario) -> Result<(experiment::Outcome, usize), String> {
+    let before = heap::in_use();
+    heap::reset_peak();
+    let outcome = experiment::run(scenario, None, true)?;
+    Ok((outcome, heap::peak().saturating_sub(before)))
+}
+
+fn bench(size: Option<String>) -> Result<(), String> {
+    let scenario = bench_scenario(size.as_deref().unwrap_or("64MiB"), None)?;
+    let (outcome, heap_growth) = measured_run(&scenario)?;
     let r = &outcome.report;
     let ns_per_event = outcome.wall_seconds * 1e9 / r.events as f64;
-    let in_flight = r.peak_packets_in_flight.max(1);
     println!("scenario            {}", scenario.name);
     println!("hosts               128 (k=8 fat-tree), permutation");
     println!("events              {}", r.events);
@@ -310,12 +327,24 @@ fn bench(size: Option<String>) -> Result<(), String> {
     println!("ns_per_event        {:.1}", ns_per_event);
     println!("simulated           {}", r.sim_time);
     println!("goodput_gbps        {:.1}", results::goodput_gbps(r));
-    println!("peak_rss_bytes      {after}");
+    println!("peak_rss_bytes      {}", peak_rss().unwrap_or(0));
+    println!("peak_heap_growth_bytes {heap_growth}");
     println!("peak_packets_in_flight {}", r.peak_packets_in_flight);
+    // Memory per packet in flight, measured: the same 8 MiB permutation with 4x the VL
+    // buffers holds more packets in flight; the extra peak heap over the extra packets
+    // is what each packet costs, fixed structures cancelling out.
+    let (small, small_heap) = measured_run(&bench_scenario("8MiB", Some("32KiB"))?)?;
+    let (large, large_heap) = measured_run(&bench_scenario("8MiB", Some("128KiB"))?)?;
+    let extra_packets = large
+        .report
+        .peak_packets_in_flight
+        .saturating_sub(small.report.peak_packets_in_flight);
     println!(
-        "bytes_per_packet_in_flight {} (state per packet); peak RSS growth / peak packets in flight: {:.0}",
+        "bytes_per_packet_in_flight {:.0} (measured: +{} B peak heap for +{} packets with 4x VL buffers; {} B of state per packet)",
+        large_heap.saturating_sub(small_heap) as f64 / extra_packets.max(1) as f64,
+        large_heap.saturating_sub(small_heap),
+        extra_packets,
         Simulation::bytes_per_packet_in_flight(),
-        after.saturating_sub(before) as f64 / in_flight as f64
     );
     Ok(())
 }

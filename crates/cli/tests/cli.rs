@@ -407,3 +407,26 @@ fn roce_pcap_decodes_in_tshark_as_rroce_and_pfc() {
         "RESUME frames"
     );
 }
+
+/// The memory floor: at most 200 bytes per packet in flight, measured by the bench
+/// as the extra peak heap of a run with 4x the VL buffers over its extra packets.
+#[test]
+fn bench_measures_memory_per_packet_in_flight_under_200_bytes() {
+    let out = run(&["bench", "--size", "1MiB"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let field = |name: &str| -> f64 {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} in {text}"));
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    assert!(field("events_per_second") > 0.0);
+    let per_packet = field("bytes_per_packet_in_flight");
+    assert!(per_packet > 0.0 && per_packet <= 200.0, "{text}");
+}

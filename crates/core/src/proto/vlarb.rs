@@ -57,8 +57,9 @@ impl ArbTable {
         if state.budget > 0 && ready(self.entries[current].vl) {
             return Some(self.entries[current].vl);
         }
-        for step in 1..=n {
-            let idx = (current + step) % n;
+        let mut idx = current;
+        for _ in 0..n {
+            idx = if idx + 1 == n { 0 } else { idx + 1 };
             if ready(self.entries[idx].vl) {
                 state.current = idx as u32;
                 state.budget = self.entries[idx].weight;
