@@ -7,11 +7,13 @@
 //!   the RC transport, IB congestion control). Each takes `now` and inputs and returns
 //!   decisions; none knows about the engine.
 //! - [`engine`]: the event queue keyed by (time, sequence).
+//! - [`pool`]: frames in flight stored once, in slots, queued in intrusive FIFOs.
 //! - [`topology`]: graphs, builders and routing tables as plain data.
 //!
 //! Nothing in this crate does I/O or reads a clock.
 
 pub mod engine;
+pub mod pool;
 pub mod proto;
 pub mod topology;
 pub mod units;

@@ -4,53 +4,40 @@
 
 use crate::report::{DeadlockHop, FlowResult};
 use crate::workload::{Dep, Local, Message, Workload};
+use fabricsim_core::pool::{Fifo, Pool, Slot};
 use fabricsim_core::topology::{Nvlink, Routes, Topology};
 use fabricsim_core::units::{HostId, PortId, Time};
-use std::collections::VecDeque;
 
-/// The frames in flight on one link, in arrival order. The link keeps one pending arrival
+/// The frames in flight on one link, in arrival order: a FIFO of slots in the fabric's
+/// frame pool, each stamped with its arrival time. The link keeps one pending arrival
 /// event, for its head: [`push`](Wire::push) says when to schedule it, and
 /// [`pop`](Wire::pop) says when the next one is due.
-#[derive(Clone, Debug)]
-pub struct Wire<F> {
-    frames: VecDeque<(Time, F)>,
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Wire {
+    frames: Fifo,
 }
 
-impl<F> Default for Wire<F> {
-    fn default() -> Self {
-        Wire {
-            frames: VecDeque::new(),
-        }
-    }
-}
-
-impl<F> Wire<F> {
-    /// Adds a frame that reaches the far end at `arrival` (arrivals never decrease).
-    /// Returns true when it is the head, whose arrival event the caller must schedule.
-    pub fn push(&mut self, arrival: Time, frame: F) -> bool {
-        debug_assert!(self.frames.back().is_none_or(|&(t, _)| t <= arrival));
-        self.frames.push_back((arrival, frame));
-        self.frames.len() == 1
+impl Wire {
+    /// Adds the frame in `slot`, which reaches the far end at `arrival` (arrivals never
+    /// decrease). Returns true when it is the head, whose arrival event the caller must
+    /// schedule.
+    pub fn push<F>(&mut self, pool: &mut Pool<F>, slot: Slot, arrival: Time) -> bool {
+        debug_assert!(self.frames.back().is_none_or(|s| pool.time(s) <= arrival));
+        pool.push_back(&mut self.frames, slot, arrival)
     }
 
-    /// Removes the head at its arrival; returns it and the arrival time of the new head,
-    /// whose event the caller must schedule.
-    pub fn pop(&mut self) -> (F, Option<Time>) {
-        let (_, frame) = self
-            .frames
-            .pop_front()
+    /// Removes the head at its arrival; returns its slot (still occupied) and the arrival
+    /// time of the new head, whose event the caller must schedule.
+    pub fn pop<F>(&mut self, pool: &mut Pool<F>) -> (Slot, Option<Time>) {
+        let head = pool
+            .pop_front(&mut self.frames)
             .expect("an arrival event implies a frame on the wire");
-        (frame, self.frames.front().map(|&(t, _)| t))
+        (head, self.frames.front().map(|s| pool.time(s)))
     }
 
     /// The frames in flight, head first.
-    pub fn frames(&self) -> impl Iterator<Item = &F> {
-        self.frames.iter().map(|(_, f)| f)
-    }
-
-    /// Bytes of simulator state per frame in flight.
-    pub const fn entry_bytes() -> usize {
-        std::mem::size_of::<(Time, F)>()
+    pub fn frames<'a, F>(&self, pool: &'a Pool<F>) -> impl Iterator<Item = &'a F> + 'a {
+        pool.iter(&self.frames)
     }
 }
 

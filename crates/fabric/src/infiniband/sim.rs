@@ -8,6 +8,7 @@ use crate::driver::{
 use crate::report::{Deadlock, PortResult, RunReport};
 use crate::workload::{Message, Workload};
 use fabricsim_core::engine::EventQueue;
+use fabricsim_core::pool::{Fifo, Pool, Slot};
 use fabricsim_core::proto::credit::{CreditReceiver, CreditSender};
 use fabricsim_core::proto::ibcc::CcState;
 use fabricsim_core::proto::rc::{RcReceiver, RcSender, Segment, PSN_MASK};
@@ -66,6 +67,16 @@ enum Frame {
     },
 }
 
+impl Frame {
+    /// The packet in a frame known to be one (switch egress queues hold only packets).
+    fn packet(&self) -> &Packet {
+        match self {
+            Frame::Packet(pkt) => pkt,
+            Frame::Credit { .. } => unreachable!("queues of packets hold no credit frames"),
+        }
+    }
+}
+
 /// The closed event set.
 #[derive(Clone, Copy, Debug)]
 enum Event {
@@ -86,8 +97,8 @@ enum Event {
 /// One egress VL of a switch port: a FIFO per input port, ready inputs served round-robin.
 #[derive(Clone, Debug, Default)]
 struct EgressVl {
-    /// Packets from each input port, in arrival order.
-    inputs: Vec<VecDeque<Packet>>,
+    /// Packets from each input port, in arrival order, in the frame pool.
+    inputs: Vec<Fifo>,
     /// Packets still inside the switch latency, as (ready time, input). Every packet waits
     /// the same latency, so arrival order is ready order and the front is the next due.
     maturing: VecDeque<(Time, u16)>,
@@ -101,7 +112,7 @@ struct EgressVl {
 impl EgressVl {
     fn new(inputs: usize) -> Self {
         EgressVl {
-            inputs: vec![VecDeque::new(); inputs],
+            inputs: vec![Fifo::default(); inputs],
             ready: vec![0; inputs],
             ..Default::default()
         }
@@ -158,7 +169,7 @@ struct PortState {
     tx_bytes: u64,
     tx_packets: u64,
     // Third line: the queues.
-    wire: Wire<Frame>,
+    wire: Wire,
     egress: Vec<EgressVl>,
     peak_queue: u64,
     // Rarely touched.
@@ -222,6 +233,9 @@ pub struct Simulation {
     topo: Topology,
     routes: Routes,
     queue: EventQueue<Event>,
+    /// Every frame on a link or in a switch queue, stored once from its first transmission
+    /// to its delivery.
+    frames: Pool<Frame>,
     ports: Vec<PortState>,
     /// Send and receive credit state of each port's VLs, at `port x VLs + vl`: dense
     /// arrays (a few kilobytes) that stay in the first-level cache, where a small heap
@@ -370,6 +384,7 @@ impl Simulation {
             topo,
             routes,
             queue,
+            frames: Pool::default(),
             loads: vec![0; ports.len()],
             tx_credit: vec![CreditSender::new(blocks); ports.len() * vls],
             rx_credit: vec![CreditReceiver::new(blocks); ports.len() * vls],
@@ -527,12 +542,19 @@ impl Simulation {
             for (vl, e) in p.egress.iter().enumerate() {
                 let Some(&head) = e.rr.front() else { continue };
                 let q = i * vls + vl;
-                if self.tx_credit[q].can_send(e.inputs[head as usize][0].blocks()) {
+                let front = e.inputs[head as usize]
+                    .front()
+                    .expect("ready inputs are non-empty");
+                if self.tx_credit[q].can_send(self.frames.get(front).packet().blocks()) {
                     continue;
                 }
                 g.waits_on[q] = Some(peer.index() * vls + vl);
                 for (input, fifo) in inputs.iter().zip(&e.inputs) {
-                    let blocks: u64 = fifo.iter().map(|pkt| pkt.blocks() as u64).sum();
+                    let blocks: u64 = self
+                        .frames
+                        .iter(fifo)
+                        .map(|f| f.packet().blocks() as u64)
+                        .sum();
                     if blocks > 0 {
                         g.holds[q].push((input.index() * vls + vl, blocks));
                     }
@@ -569,11 +591,11 @@ impl Simulation {
             p.fc_pending &= !(1 << vl);
             p.fc_sent_since_refresh = true;
             p.credit_packets += 1;
-            let frame = Frame::Credit {
+            let frame = self.frames.alloc(Frame::Credit {
                 vl,
                 fctbs: self.tx_credit[port.index() * vls + vl as usize].fctbs() as u16,
                 fccl: self.rx_credit[port.index() * vls + vl as usize].fccl() as u16,
-            };
+            });
             self.transmit(port, frame, ib::FLOW_CONTROL_PACKET_LEN as u32);
         }
         match self.ports[port.index()].host {
@@ -614,15 +636,16 @@ impl Simulation {
     /// Puts a frame on the wire after whatever is already being serialised. A packet
     /// holds the transmitter until its end event; a flow-control packet only pushes
     /// `free_at` forward.
-    fn transmit(&mut self, port: PortId, frame: Frame, bytes: u32) {
+    fn transmit(&mut self, port: PortId, slot: Slot, bytes: u32) {
         let now = self.queue.now();
+        let frame = *self.frames.get(slot);
         let p = &mut self.ports[port.index()];
         let spec = p.link;
         let end = p.free_at.max(now) + spec.rate.serialization(bytes as u64);
         p.free_at = end;
         p.tx_bytes += bytes as u64;
         let arrival = end + spec.delay;
-        let was_idle = p.wire.push(arrival, frame);
+        let was_idle = p.wire.push(&mut self.frames, slot, arrival);
         if let Frame::Packet(pkt) = frame {
             p.busy = true;
             p.wake_at = None;
@@ -656,12 +679,16 @@ impl Simulation {
         let mut wake: Option<Time> = None;
         let egress = &mut p.egress;
         let tx_credit = &self.tx_credit[port.index() * self.cfg.virtual_lanes as usize..];
+        let frames = &self.frames;
         let vl = self.arbitration.pick(&mut p.arbiter, |vl| {
             let e = &mut egress[vl as usize];
             e.mature(now);
             match e.rr.front() {
                 Some(&input) => {
-                    let pkt = e.inputs[input as usize][0];
+                    let head = e.inputs[input as usize].front();
+                    let pkt = frames
+                        .get(head.expect("ready inputs are non-empty"))
+                        .packet();
                     if tx_credit[vl as usize].can_send(pkt.blocks()) {
                         return true;
                     }
@@ -680,9 +707,11 @@ impl Simulation {
         };
         let e = &mut p.egress[vl as usize];
         let input = e.rr.pop_front().expect("the arbiter saw a ready input");
-        let pkt = e.inputs[input as usize]
-            .pop_front()
+        let slot = self
+            .frames
+            .pop_front(&mut e.inputs[input as usize])
             .expect("ready inputs are non-empty");
+        let pkt = *self.frames.get(slot).packet();
         e.ready[input as usize] -= 1;
         if e.ready[input as usize] > 0 {
             e.rr.push_back(input);
@@ -701,7 +730,7 @@ impl Simulation {
                 vl,
                 blocks: pkt.blocks(),
             });
-        self.transmit(port, Frame::Packet(pkt), pkt.wire);
+        self.transmit(port, slot, pkt.wire);
     }
 
     /// Sends an HCA's next packet: a waiting ACK first, else the next QP's segment in
@@ -799,7 +828,8 @@ impl Simulation {
         self.ports[port.index()].arbiter.charge(packet.blocks());
         self.record(packet, now);
         self.ports[port.index()].releasing = None;
-        self.transmit(port, Frame::Packet(packet), packet.wire);
+        let slot = self.frames.alloc(Frame::Packet(packet));
+        self.transmit(port, slot, packet.wire);
     }
 
     /// Adds a packet leaving its source HCA to the capture, if it is selected.
@@ -848,13 +878,14 @@ impl Simulation {
     fn arrive(&mut self, port: PortId) {
         let now = self.queue.now();
         let p = &mut self.ports[port.index()];
-        let (frame, next) = p.wire.pop();
+        let (slot, next) = p.wire.pop(&mut self.frames);
         if let Some(next) = next {
             self.queue.schedule(next, Event::Arrival { port: port.0 });
         }
         let to = p.link.peer;
-        match frame {
+        match *self.frames.get(slot) {
             Frame::Credit { vl, fctbs, fccl } => {
+                self.frames.free(slot);
                 let q = self.vl_index(to, vl);
                 self.rx_credit[q].on_fctbs(fctbs as u32);
                 self.update_tx_credit(to, vl, |c| c.on_limit(fccl as u32));
@@ -869,9 +900,10 @@ impl Simulation {
                 match q.host {
                     None => {
                         let node = q.link.node;
-                        self.forward(node, to, pkt, now)
+                        self.forward(node, to, slot, now)
                     }
                     Some(h) => {
+                        self.frames.free(slot);
                         self.rx_credit[credit].on_free(pkt.blocks());
                         self.ports[to.index()].fc_pending |= 1 << pkt.vl;
                         self.deliver(h, pkt, now);
@@ -918,9 +950,10 @@ impl Simulation {
         let o = &mut self.ports[out.index()];
         let e = &mut o.egress[pkt.vl as usize];
         let local = e.inputs.len() - 1;
-        e.inputs[local].push_back(pkt);
-        e.maturing
-            .push_back((now + self.cfg.switch_latency, local as u16));
+        let ready = now + self.cfg.switch_latency;
+        let slot = self.frames.alloc(Frame::Packet(pkt));
+        self.frames.push_back(&mut e.inputs[local], slot, ready);
+        e.maturing.push_back((ready, local as u16));
         e.bytes += pkt.wire as u64;
         o.queued += pkt.wire as u64;
         o.peak_queue = o.peak_queue.max(o.queued);
@@ -928,9 +961,12 @@ impl Simulation {
         self.try_transmit(out);
     }
 
-    /// Routes a packet that arrived at switch `node` on `input` into an egress queue.
-    fn forward(&mut self, node: NodeId, input: PortId, mut pkt: Packet, now: Time) {
+    /// Routes the packet in `slot`, which arrived at switch `node` on `input`, into an
+    /// egress queue.
+    fn forward(&mut self, node: NodeId, input: PortId, slot: Slot, now: Time) {
+        let pkt = *self.frames.get(slot).packet();
         if matches!(pkt.kind, Kind::SharpUp | Kind::SharpDown) {
+            self.frames.free(slot);
             self.sharp_at_switch(node, input, pkt, now);
             return;
         }
@@ -957,12 +993,14 @@ impl Simulation {
         let e = &mut o.egress[pkt.vl as usize];
         if let Some(cc) = &self.cfg.congestion_control {
             if pkt.kind == Kind::Data && e.bytes >= cc.fecn_threshold {
-                pkt.fecn = true;
+                if let Frame::Packet(p) = self.frames.get_mut(slot) {
+                    p.fecn = true;
+                }
                 self.fecn_marks += 1;
                 o.fecn_marks += 1;
             }
         }
-        e.inputs[local].push_back(pkt);
+        self.frames.push_back(&mut e.inputs[local], slot, ready);
         e.maturing.push_back((ready, local as u16));
         e.bytes += pkt.wire as u64;
         o.queued += pkt.wire as u64;
@@ -1141,17 +1179,11 @@ impl Simulation {
         }
     }
 
-    /// Bytes of simulator state per packet in flight: one wire or egress FIFO entry
+    /// Bytes of simulator state per packet in flight: its slot in the frame pool, plus
+    /// its entry in an egress VL's maturing list while it waits out the switch latency
     /// (packets carry no payload bytes; per-port and per-flow state is not per packet).
     pub const fn bytes_per_packet_in_flight() -> usize {
-        let wire = Wire::<Frame>::entry_bytes();
-        // A queued packet plus its entry in the maturing list while it waits out the latency.
-        let egress = std::mem::size_of::<Packet>() + std::mem::size_of::<(Time, u16)>();
-        if wire > egress {
-            wire
-        } else {
-            egress
-        }
+        Pool::<Frame>::slot_bytes() + std::mem::size_of::<(Time, u16)>()
     }
 
     /// Payload bytes a flow's receiver holds so far.
@@ -1170,14 +1202,14 @@ impl Simulation {
             }
         };
         for p in &self.ports {
-            for f in p.wire.frames() {
+            for f in p.wire.frames(&self.frames) {
                 if let Frame::Packet(pkt) = f {
                     count(pkt);
                 }
             }
             for e in &p.egress {
                 for q in &e.inputs {
-                    q.iter().for_each(&mut count);
+                    self.frames.iter(q).map(Frame::packet).for_each(&mut count);
                 }
             }
         }

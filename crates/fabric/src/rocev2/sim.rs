@@ -7,6 +7,7 @@ use crate::driver::{
 use crate::report::{Deadlock, DeadlockHop, PortResult, RunReport};
 use crate::workload::{Message, Workload};
 use fabricsim_core::engine::EventQueue;
+use fabricsim_core::pool::Pool;
 use fabricsim_core::proto::dcqcn::Dcqcn;
 use fabricsim_core::proto::ecn::RedParams;
 use fabricsim_core::proto::pfc::{pause_duration, RESUME_OFFSET};
@@ -99,7 +100,7 @@ struct PortState {
     busy: bool,
     generation: u32,
     wake_at: Option<Time>,
-    wire: Wire<Frame>,
+    wire: Wire,
     /// Egress FIFOs per class, as (ready time, packet); ready times rise in FIFO order.
     queues: [VecDeque<(Time, Packet)>; 2],
     queued: [u64; 2],
@@ -217,6 +218,8 @@ pub struct Simulation {
     topo: Topology,
     routes: Routes,
     queue: EventQueue<Event>,
+    /// Every frame on a link, from its transmission to its arrival.
+    frames: Pool<Frame>,
     ports: Vec<PortState>,
     buffers: Vec<SharedBuffer>,
     nics: Vec<Nic>,
@@ -352,6 +355,7 @@ impl Simulation {
             topo,
             routes,
             queue,
+            frames: Pool::default(),
             ports,
             buffers,
             flows,
@@ -728,7 +732,8 @@ impl Simulation {
             p.tx_packets += 1;
         }
         let arrival = end + spec.delay;
-        let was_idle = p.wire.push(arrival, frame);
+        let slot = self.frames.alloc(frame);
+        let was_idle = p.wire.push(&mut self.frames, slot, arrival);
         let generation = p.generation;
         self.queue.schedule(
             end,
@@ -924,7 +929,8 @@ impl Simulation {
     fn arrive(&mut self, port: PortId) {
         let now = self.queue.now();
         let p = &mut self.ports[port.index()];
-        let (frame, next) = p.wire.pop();
+        let (slot, next) = p.wire.pop(&mut self.frames);
+        let frame = self.frames.free(slot);
         if let Some(next) = next {
             self.queue.schedule(next, Event::Arrival { port: port.0 });
         }
@@ -1331,7 +1337,7 @@ impl Simulation {
             }
         };
         for p in &self.ports {
-            for f in p.wire.frames() {
+            for f in p.wire.frames(&self.frames) {
                 if let Frame::Packet(pkt) = f {
                     count(pkt);
                 }
