@@ -94,28 +94,58 @@ enum Event {
     DeadlockCheck,
 }
 
+/// End of the round-robin list of an egress VL's ready inputs.
+const NO_INPUT: u16 = u16::MAX;
+
+/// One input port's packets at an egress VL.
+#[derive(Clone, Copy, Debug)]
+struct InputQueue {
+    /// The packets, in arrival order, in the frame pool.
+    packets: Fifo,
+    /// How many packets at the front are ready.
+    ready: u32,
+    /// The next input of the round-robin list, if this one is in it.
+    next_ready: u16,
+}
+
 /// One egress VL of a switch port: a FIFO per input port, ready inputs served round-robin.
-#[derive(Clone, Debug, Default)]
+/// The inputs and their round-robin list share one small array, so serving a packet
+/// reads two or three cache lines besides the packet itself.
+#[derive(Clone, Debug)]
 struct EgressVl {
-    /// Packets from each input port, in arrival order, in the frame pool.
-    inputs: Vec<Fifo>,
+    inputs: Vec<InputQueue>,
     /// Packets still inside the switch latency, as (ready time, input). Every packet waits
     /// the same latency, so arrival order is ready order and the front is the next due.
     maturing: VecDeque<(Time, u16)>,
-    /// How many packets at the front of each input's FIFO are ready.
-    ready: Vec<u32>,
-    /// Inputs with a ready head, in round-robin order.
-    rr: VecDeque<u16>,
+    /// The inputs with a ready head, in round-robin order: first and last.
+    rr_head: u16,
+    rr_tail: u16,
     bytes: u64,
 }
 
 impl EgressVl {
     fn new(inputs: usize) -> Self {
         EgressVl {
-            inputs: vec![Fifo::default(); inputs],
-            ready: vec![0; inputs],
-            ..Default::default()
+            inputs: vec![
+                InputQueue {
+                    packets: Fifo::default(),
+                    ready: 0,
+                    next_ready: NO_INPUT,
+                };
+                inputs
+            ],
+            maturing: VecDeque::new(),
+            rr_head: NO_INPUT,
+            rr_tail: NO_INPUT,
+            bytes: 0,
         }
+    }
+
+    /// Queues the packet in `slot` from `input`; it becomes ready at `ready`.
+    fn push(&mut self, frames: &mut Pool<Frame>, input: usize, slot: Slot, ready: Time) {
+        frames.push_back(&mut self.inputs[input].packets, slot, ready);
+        self.maturing.push_back((ready, input as u16));
+        self.bytes += frames.get(slot).packet().wire as u64;
     }
 
     /// Marks every packet whose latency has passed by `now` as ready.
@@ -125,12 +155,55 @@ impl EgressVl {
                 break;
             }
             self.maturing.pop_front();
-            let ready = &mut self.ready[input as usize];
-            *ready += 1;
-            if *ready == 1 {
-                self.rr.push_back(input);
+            let q = &mut self.inputs[input as usize];
+            q.ready += 1;
+            if q.ready == 1 {
+                self.join_round_robin(input);
             }
         }
+    }
+
+    fn join_round_robin(&mut self, input: u16) {
+        self.inputs[input as usize].next_ready = NO_INPUT;
+        match self.rr_tail {
+            NO_INPUT => self.rr_head = input,
+            tail => self.inputs[tail as usize].next_ready = input,
+        }
+        self.rr_tail = input;
+    }
+
+    /// The input whose turn it is, if any has a ready packet.
+    fn next_input(&self) -> Option<u16> {
+        (self.rr_head != NO_INPUT).then_some(self.rr_head)
+    }
+
+    /// The ready packet at the head of `input`'s FIFO.
+    fn head(&self, input: u16) -> Slot {
+        self.inputs[input as usize]
+            .packets
+            .front()
+            .expect("ready inputs are non-empty")
+    }
+
+    /// Takes the packet of the input whose turn it is (there must be one); the input goes
+    /// to the back of the round-robin list if it has another ready packet.
+    fn take(&mut self, frames: &mut Pool<Frame>) -> (u16, Slot) {
+        let input = self.next_input().expect("the arbiter saw a ready input");
+        let q = &mut self.inputs[input as usize];
+        let slot = frames
+            .pop_front(&mut q.packets)
+            .expect("ready inputs are non-empty");
+        q.ready -= 1;
+        let more = q.ready > 0;
+        self.rr_head = q.next_ready;
+        if self.rr_head == NO_INPUT {
+            self.rr_tail = NO_INPUT;
+        }
+        if more {
+            self.join_round_robin(input);
+        }
+        self.bytes -= frames.get(slot).packet().wire as u64;
+        (input, slot)
     }
 }
 
@@ -540,19 +613,19 @@ impl Simulation {
             }
             let inputs = self.topo.node_ports(self.topo.port(port).node);
             for (vl, e) in p.egress.iter().enumerate() {
-                let Some(&head) = e.rr.front() else { continue };
+                let Some(input) = e.next_input() else {
+                    continue;
+                };
                 let q = i * vls + vl;
-                let front = e.inputs[head as usize]
-                    .front()
-                    .expect("ready inputs are non-empty");
-                if self.tx_credit[q].can_send(self.frames.get(front).packet().blocks()) {
+                let front = self.frames.get(e.head(input)).packet();
+                if self.tx_credit[q].can_send(front.blocks()) {
                     continue;
                 }
                 g.waits_on[q] = Some(peer.index() * vls + vl);
-                for (input, fifo) in inputs.iter().zip(&e.inputs) {
+                for (input, queue) in inputs.iter().zip(&e.inputs) {
                     let blocks: u64 = self
                         .frames
-                        .iter(fifo)
+                        .iter(&queue.packets)
                         .map(|f| f.packet().blocks() as u64)
                         .sum();
                     if blocks > 0 {
@@ -683,12 +756,9 @@ impl Simulation {
         let vl = self.arbitration.pick(&mut p.arbiter, |vl| {
             let e = &mut egress[vl as usize];
             e.mature(now);
-            match e.rr.front() {
-                Some(&input) => {
-                    let head = e.inputs[input as usize].front();
-                    let pkt = frames
-                        .get(head.expect("ready inputs are non-empty"))
-                        .packet();
+            match e.next_input() {
+                Some(input) => {
+                    let pkt = frames.get(e.head(input)).packet();
                     if tx_credit[vl as usize].can_send(pkt.blocks()) {
                         return true;
                     }
@@ -706,17 +776,8 @@ impl Simulation {
             return self.wait(port, blocked, wake, now);
         };
         let e = &mut p.egress[vl as usize];
-        let input = e.rr.pop_front().expect("the arbiter saw a ready input");
-        let slot = self
-            .frames
-            .pop_front(&mut e.inputs[input as usize])
-            .expect("ready inputs are non-empty");
+        let (input, slot) = e.take(&mut self.frames);
         let pkt = *self.frames.get(slot).packet();
-        e.ready[input as usize] -= 1;
-        if e.ready[input as usize] > 0 {
-            e.rr.push_back(input);
-        }
-        e.bytes -= pkt.wire as u64;
         p.queued -= pkt.wire as u64;
         self.loads[port.index()] -= pkt.wire as u64;
         p.arbiter.charge(pkt.blocks());
@@ -950,11 +1011,8 @@ impl Simulation {
         let o = &mut self.ports[out.index()];
         let e = &mut o.egress[pkt.vl as usize];
         let local = e.inputs.len() - 1;
-        let ready = now + self.cfg.switch_latency;
         let slot = self.frames.alloc(Frame::Packet(pkt));
-        self.frames.push_back(&mut e.inputs[local], slot, ready);
-        e.maturing.push_back((ready, local as u16));
-        e.bytes += pkt.wire as u64;
+        e.push(&mut self.frames, local, slot, now + self.cfg.switch_latency);
         o.queued += pkt.wire as u64;
         o.peak_queue = o.peak_queue.max(o.queued);
         self.add_load(out, pkt.wire as i64);
@@ -1000,9 +1058,7 @@ impl Simulation {
                 o.fecn_marks += 1;
             }
         }
-        self.frames.push_back(&mut e.inputs[local], slot, ready);
-        e.maturing.push_back((ready, local as u16));
-        e.bytes += pkt.wire as u64;
+        e.push(&mut self.frames, local, slot, ready);
         o.queued += pkt.wire as u64;
         o.peak_queue = o.peak_queue.max(o.queued);
         self.add_load(out, pkt.wire as i64);
@@ -1209,7 +1265,10 @@ impl Simulation {
             }
             for e in &p.egress {
                 for q in &e.inputs {
-                    self.frames.iter(q).map(Frame::packet).for_each(&mut count);
+                    self.frames
+                        .iter(&q.packets)
+                        .map(Frame::packet)
+                        .for_each(&mut count);
                 }
             }
         }
