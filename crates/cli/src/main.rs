@@ -107,6 +107,10 @@ enum Command {
         /// Bytes per host instead of the reference 64 MiB (e.g. "8MiB"), for quick looks.
         #[arg(long)]
         size: Option<String>,
+        /// Timed runs of the scenario; the median is reported, with the range, because a
+        /// shared virtual machine's speed drifts between runs.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+        runs: u32,
     },
 }
 
@@ -234,7 +238,7 @@ fn dispatch(cmd: Command) -> Result<(), String> {
             print!("{}", scenario.effective_toml());
             Ok(())
         }
-        Command::Bench { size } => bench(size),
+        Command::Bench { size, runs } => bench(size, runs),
         Command::Collective {
             file,
             begin,
@@ -311,20 +315,33 @@ fn measured_run(scenario: &Scenario) -> Result<(experiment::Outcome, usize), Str
     Ok((outcome, heap::peak().saturating_sub(before)))
 }
 
-fn bench(size: Option<String>) -> Result<(), String> {
+fn bench(size: Option<String>, runs: u32) -> Result<(), String> {
     let scenario = bench_scenario(size.as_deref().unwrap_or("64MiB"), None)?;
     let (outcome, heap_growth) = measured_run(&scenario)?;
+    let mut walls = vec![outcome.wall_seconds];
+    for _ in 1..runs {
+        let again = experiment::run(&scenario, None, true)?;
+        if again.report.events != outcome.report.events {
+            return Err("the benchmark's runs differ: the simulator is not deterministic".into());
+        }
+        walls.push(again.wall_seconds);
+    }
+    walls.sort_by(f64::total_cmp);
+    let median = walls[walls.len() / 2];
     let r = &outcome.report;
-    let ns_per_event = outcome.wall_seconds * 1e9 / r.events as f64;
+    let rate = |wall: f64| r.events as f64 / wall;
     println!("scenario            {}", scenario.name);
     println!("hosts               128 (k=8 fat-tree), permutation");
     println!("events              {}", r.events);
-    println!("wall_seconds        {:.3}", outcome.wall_seconds);
+    println!("runs                {runs}");
+    println!("wall_seconds        {median:.3}");
+    println!("events_per_second   {:.0}", rate(median));
     println!(
-        "events_per_second   {:.0}",
-        r.events as f64 / outcome.wall_seconds
+        "events_per_second_range {:.0} {:.0}",
+        rate(walls[walls.len() - 1]),
+        rate(walls[0])
     );
-    println!("ns_per_event        {:.1}", ns_per_event);
+    println!("ns_per_event        {:.1}", median * 1e9 / r.events as f64);
     println!("simulated           {}", r.sim_time);
     println!("goodput_gbps        {:.1}", results::goodput_gbps(r));
     println!("peak_rss_bytes      {}", peak_rss().unwrap_or(0));
