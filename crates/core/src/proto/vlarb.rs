@@ -53,6 +53,17 @@ impl ArbTable {
     /// Picks the VL to serve next among those for which `ready` is true.
     pub fn pick(&self, state: &mut ArbState, mut ready: impl FnMut(u8) -> bool) -> Option<u8> {
         let n = self.entries.len();
+        if n == 1 {
+            // One VL (the common case): asking once is enough, whatever the budget.
+            let only = self.entries[0];
+            if !ready(only.vl) {
+                return None;
+            }
+            if state.budget == 0 {
+                state.budget = only.weight;
+            }
+            return Some(only.vl);
+        }
         let current = state.current as usize;
         if state.budget > 0 && ready(self.entries[current].vl) {
             return Some(self.entries[current].vl);
@@ -95,6 +106,25 @@ mod tests {
             arb.charge(64);
         }
         assert_eq!(sent[0], 3 * sent[1]);
+    }
+
+    #[test]
+    fn a_single_vl_is_served_whenever_ready() {
+        let table = ArbTable::equal(1, 4);
+        let mut arb = table.start();
+        for _ in 0..10 {
+            assert_eq!(table.pick(&mut arb, |_| true), Some(0));
+            arb.charge(64);
+        }
+        let mut asked = 0;
+        assert_eq!(
+            table.pick(&mut arb, |_| {
+                asked += 1;
+                false
+            }),
+            None
+        );
+        assert_eq!(asked, 1);
     }
 
     #[test]
