@@ -211,13 +211,18 @@ impl EgressVl {
 #[derive(Clone, Copy, Debug)]
 struct Release {
     input: PortId,
+    /// At most an MTU's blocks (4 KiB / 64 B plus headers).
+    blocks: u16,
     vl: u8,
-    blocks: u32,
 }
 
+/// "No time": no wake-up pending, or no credit stall under way.
+const NEVER: Time = Time::MAX;
+
 /// One port's state. `repr(C)` keeps the declared order so that the fields every packet
-/// event touches share the first cache lines (cache misses, not instructions, dominated
-/// the reference benchmark under cachegrind); report counters come last.
+/// event touches fill exactly the first two cache lines (cache misses, not instructions,
+/// dominated the reference benchmark under cachegrind); report counters come last. The
+/// port's switch egress queues live apart, in `Simulation::egress`.
 #[derive(Clone, Debug)]
 #[repr(C, align(64))]
 struct PortState {
@@ -225,32 +230,35 @@ struct PortState {
     /// When the last frame put on the wire ends; flow-control packets only move this
     /// forward, so they take link time without an event of their own.
     free_at: Time,
-    wake_at: Option<Time>,
     queued: u64,
     /// The topology's description of this port, copied here for locality.
     link: Port,
-    // Second line: flow control, arbitration and the packet counters.
     generation: u32,
     fc_pending: u16,
     /// A packet is being serialised (its end is the pending transmitter event).
     busy: bool,
     fc_sent_since_refresh: bool,
+    arbiter: ArbState,
+    // Second line: wake-ups, credits to release, the wire and the packet counters.
+    /// The pending transmitter wake-up, or `NEVER`.
+    wake_at: Time,
+    /// Since when a ready packet has lacked credits, or `NEVER`.
+    stall_since: Time,
     /// The port's host, or `None` on a switch.
     host: Option<HostId>,
     releasing: Option<Release>,
-    arbiter: ArbState,
+    wire: Wire,
     tx_bytes: u64,
     tx_packets: u64,
-    // Third line: the queues.
-    wire: Wire,
-    egress: Vec<EgressVl>,
-    peak_queue: u64,
     // Rarely touched.
+    peak_queue: u64,
     credit_packets: u64,
-    stall_since: Option<Time>,
     stall_total: Time,
     fecn_marks: u64,
 }
+
+// The hot fields fill the first two lines and no more.
+const _: () = assert!(std::mem::offset_of!(PortState, peak_queue) == 128);
 
 /// Per-HCA send queues: ACKs first, then QPs round-robin, per VL.
 #[derive(Clone, Debug, Default)]
@@ -310,6 +318,8 @@ pub struct Simulation {
     /// to its delivery.
     frames: Pool<Frame>,
     ports: Vec<PortState>,
+    /// Switch egress queues at `port x VLs + vl` (empty on host ports).
+    egress: Vec<EgressVl>,
     /// Send and receive credit state of each port's VLs, at `port x VLs + vl`: dense
     /// arrays (a few kilobytes) that stay in the first-level cache, where a small heap
     /// vector per port cost a miss per access.
@@ -362,6 +372,18 @@ impl Simulation {
                 })
                 .collect(),
         );
+        let egress = topo
+            .ports()
+            .iter()
+            .flat_map(|p| {
+                let inputs = match topo.nodes()[p.node.index()] {
+                    // One more input for packets the switch makes itself (SHARP).
+                    NodeKind::Switch { .. } => topo.node_ports(p.node).len() + 1,
+                    NodeKind::Host(_) => 0,
+                };
+                std::iter::repeat_n(EgressVl::new(inputs), vls)
+            })
+            .collect();
         let ports: Vec<PortState> = topo
             .ports()
             .iter()
@@ -370,28 +392,21 @@ impl Simulation {
                     NodeKind::Host(h) => Some(h),
                     NodeKind::Switch { .. } => None,
                 };
-                let inputs = topo.node_ports(p.node).len();
                 PortState {
                     link: *p,
                     host,
                     busy: false,
                     free_at: Time::ZERO,
                     generation: 0,
-                    wake_at: None,
+                    wake_at: NEVER,
                     wire: Wire::default(),
                     fc_pending: 0,
                     fc_sent_since_refresh: false,
                     releasing: None,
                     arbiter: arbitration.start(),
-                    egress: if host.is_none() {
-                        // One more input for packets the switch makes itself (SHARP).
-                        vec![EgressVl::new(inputs + 1); vls]
-                    } else {
-                        Vec::new()
-                    },
                     queued: 0,
                     peak_queue: 0,
-                    stall_since: None,
+                    stall_since: NEVER,
                     stall_total: Time::ZERO,
                     tx_bytes: 0,
                     tx_packets: 0,
@@ -463,6 +478,7 @@ impl Simulation {
             rx_credit: vec![CreditReceiver::new(blocks); ports.len() * vls],
             arbitration,
             ports,
+            egress,
             hcas,
             flows,
             lifecycle,
@@ -523,7 +539,7 @@ impl Simulation {
                         self.release(r);
                     }
                 }
-                self.ports[port as usize].wake_at = None;
+                self.ports[port as usize].wake_at = NEVER;
                 self.try_transmit(PortId(port));
             }
             Event::Arrival { port } => self.arrive(PortId(port)),
@@ -572,7 +588,7 @@ impl Simulation {
             }
             None => self.deadlock_suspect = None,
         }
-        if self.deadlock_suspect.is_some() || self.ports.iter().any(|p| p.stall_since.is_some()) {
+        if self.deadlock_suspect.is_some() || self.ports.iter().any(|p| p.stall_since != NEVER) {
             self.deadlock_check_pending = true;
             self.queue
                 .schedule(now + self.cfg.deadlock_check, Event::DeadlockCheck);
@@ -607,12 +623,12 @@ impl Simulation {
         };
         for (i, p) in self.ports.iter().enumerate() {
             let port = PortId(i as u32);
-            let peer = self.topo.port(port).peer;
-            if p.egress.is_empty() || !is_switch(peer) {
+            let peer = p.link.peer;
+            if p.host.is_some() || !is_switch(peer) {
                 continue;
             }
             let inputs = self.topo.node_ports(self.topo.port(port).node);
-            for (vl, e) in p.egress.iter().enumerate() {
+            for (vl, e) in self.egress[i * vls..(i + 1) * vls].iter().enumerate() {
                 let Some(input) = e.next_input() else {
                     continue;
                 };
@@ -640,7 +656,7 @@ impl Simulation {
     /// Frees the input-buffer credits of a packet that has left this switch.
     fn release(&mut self, r: Release) {
         let q = self.vl_index(r.input, r.vl);
-        self.rx_credit[q].on_free(r.blocks);
+        self.rx_credit[q].on_free(r.blocks as u32);
         self.ports[r.input.index()].fc_pending |= 1 << r.vl;
         self.try_transmit(r.input);
     }
@@ -682,8 +698,8 @@ impl Simulation {
     /// ready becomes ready.
     fn wait(&mut self, port: PortId, blocked: bool, wake: Option<Time>, now: Time) {
         let p = &mut self.ports[port.index()];
-        if blocked && p.stall_since.is_none() {
-            p.stall_since = Some(now);
+        if blocked && p.stall_since == NEVER {
+            p.stall_since = now;
             if !self.deadlock_check_pending {
                 self.deadlock_check_pending = true;
                 self.queue
@@ -691,9 +707,9 @@ impl Simulation {
             }
         }
         if let Some(t) = wake {
-            if p.wake_at.is_none_or(|w| t < w) {
+            if t < p.wake_at {
                 p.generation += 1;
-                p.wake_at = Some(t);
+                p.wake_at = t;
                 let generation = p.generation;
                 self.queue.schedule(
                     t,
@@ -721,10 +737,11 @@ impl Simulation {
         let was_idle = p.wire.push(&mut self.frames, slot, arrival);
         if let Frame::Packet(pkt) = frame {
             p.busy = true;
-            p.wake_at = None;
+            p.wake_at = NEVER;
             p.generation += 1;
-            if let Some(s) = p.stall_since.take() {
-                p.stall_total += now - s;
+            if p.stall_since != NEVER {
+                p.stall_total += now - p.stall_since;
+                p.stall_since = NEVER;
             }
             p.tx_packets += 1;
             let generation = p.generation;
@@ -750,8 +767,9 @@ impl Simulation {
         let p = &mut self.ports[port.index()];
         let mut blocked = false;
         let mut wake: Option<Time> = None;
-        let egress = &mut p.egress;
-        let tx_credit = &self.tx_credit[port.index() * self.cfg.virtual_lanes as usize..];
+        let vls = self.cfg.virtual_lanes as usize;
+        let egress = &mut self.egress[port.index() * vls..(port.index() + 1) * vls];
+        let tx_credit = &self.tx_credit[port.index() * vls..];
         let frames = &self.frames;
         let vl = self.arbitration.pick(&mut p.arbiter, |vl| {
             let e = &mut egress[vl as usize];
@@ -775,8 +793,7 @@ impl Simulation {
         let Some(vl) = vl else {
             return self.wait(port, blocked, wake, now);
         };
-        let e = &mut p.egress[vl as usize];
-        let (input, slot) = e.take(&mut self.frames);
+        let (input, slot) = egress[vl as usize].take(&mut self.frames);
         let pkt = *self.frames.get(slot).packet();
         p.queued -= pkt.wire as u64;
         self.loads[port.index()] -= pkt.wire as u64;
@@ -789,7 +806,7 @@ impl Simulation {
             .map(|&input_port| Release {
                 input: input_port,
                 vl,
-                blocks: pkt.blocks(),
+                blocks: pkt.blocks() as u16,
             });
         self.transmit(port, slot, pkt.wire);
     }
@@ -1009,7 +1026,7 @@ impl Simulation {
         self.packets_in_flight += 1;
         self.peak_packets_in_flight = self.peak_packets_in_flight.max(self.packets_in_flight);
         let o = &mut self.ports[out.index()];
-        let e = &mut o.egress[pkt.vl as usize];
+        let e = &mut self.egress[out.index() * self.cfg.virtual_lanes as usize + pkt.vl as usize];
         let local = e.inputs.len() - 1;
         let slot = self.frames.alloc(Frame::Packet(pkt));
         e.push(&mut self.frames, local, slot, now + self.cfg.switch_latency);
@@ -1048,7 +1065,7 @@ impl Simulation {
         let local = self.ports[input.index()].link.local as usize;
         let ready = now + self.cfg.switch_latency;
         let o = &mut self.ports[out.index()];
-        let e = &mut o.egress[pkt.vl as usize];
+        let e = &mut self.egress[out.index() * self.cfg.virtual_lanes as usize + pkt.vl as usize];
         if let Some(cc) = &self.cfg.congestion_control {
             if pkt.kind == Kind::Data && e.bytes >= cc.fecn_threshold {
                 if let Frame::Packet(p) = self.frames.get_mut(slot) {
@@ -1263,14 +1280,12 @@ impl Simulation {
                     count(pkt);
                 }
             }
-            for e in &p.egress {
-                for q in &e.inputs {
-                    self.frames
-                        .iter(&q.packets)
-                        .map(Frame::packet)
-                        .for_each(&mut count);
-                }
-            }
+        }
+        for q in self.egress.iter().flat_map(|e| &e.inputs) {
+            self.frames
+                .iter(&q.packets)
+                .map(Frame::packet)
+                .for_each(&mut count);
         }
         Audit {
             sent_payload: self.flows.iter().map(|f| f.life.sent_bytes).sum(),
@@ -1339,8 +1354,11 @@ impl Simulation {
                     .max()
                     .unwrap_or(0),
                 credit_stall: p.stall_total
-                    + p.stall_since
-                        .map_or(Time::ZERO, |s| self.queue.now().saturating_sub(s)),
+                    + if p.stall_since == NEVER {
+                        Time::ZERO
+                    } else {
+                        self.queue.now() - p.stall_since
+                    },
                 credit_packets: p.credit_packets,
                 ecn_marks: p.fecn_marks,
                 ..PortResult::new(&self.topo, PortId(i as u32))
