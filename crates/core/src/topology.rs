@@ -6,7 +6,7 @@
 //! which is the order traffic specifications use.
 
 use crate::units::{BitRate, HostId, NodeId, PortId, Time};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 /// What a node is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -415,12 +415,23 @@ impl Topology {
 #[derive(Clone, Debug)]
 pub struct Routes {
     hosts: usize,
-    /// Per node, per destination host: a range into `pool`.
-    ranges: Vec<(u32, u16)>,
+    /// Per node, per destination host: the candidates and the static choice among them.
+    routes: Vec<Route>,
+    /// Candidate lists; a switch's destinations with the same list share one copy, so the
+    /// lists a run reads stay in cache (a copy per destination cost a cache miss per
+    /// routed packet on the reference benchmark).
     pool: Vec<PortId>,
-    statics: Vec<PortId>,
     /// Links on a shortest path, per (destination host, source host).
     hops: Vec<u8>,
+}
+
+/// One (switch, destination) entry: `pool[start..start + len]`, the static choice at
+/// `start + preferred`.
+#[derive(Clone, Copy, Debug, Default)]
+struct Route {
+    start: u32,
+    len: u16,
+    preferred: u16,
 }
 
 impl Routes {
@@ -431,9 +442,9 @@ impl Routes {
     pub fn minimal(topo: &Topology) -> Result<Routes, String> {
         let hosts = topo.host_count() as usize;
         let nodes = topo.nodes().len();
-        let mut ranges = vec![(0u32, 0u16); nodes * hosts];
+        let mut routes = vec![Route::default(); nodes * hosts];
         let mut pool = Vec::new();
-        let mut statics = vec![PortId(u32::MAX); nodes * hosts];
+        let mut shared: BTreeMap<Vec<PortId>, u32> = BTreeMap::new();
         let mut hops = vec![0u8; hosts * hosts];
         for d in 0..hosts {
             let dist = topo.distances_from(HostId(d as u32));
@@ -451,35 +462,37 @@ impl Routes {
                 let NodeKind::Switch { tier } = *kind else {
                     continue;
                 };
-                let start = pool.len() as u32;
-                for &p in topo.node_ports(NodeId(n as u32)) {
-                    let next = topo.port(topo.port(p).peer).node;
-                    if dist[next.index()] + 1 == dist[n] {
-                        pool.push(p);
-                    }
-                }
-                let len = (pool.len() as u32 - start) as u16;
-                ranges[n * hosts + d] = (start, len);
-                let stride = (len as usize)
-                    .checked_pow(tier as u32)
-                    .unwrap_or(usize::MAX)
-                    .max(1);
-                statics[n * hosts + d] = pool[start as usize + (d / stride) % len as usize];
+                let list: Vec<PortId> = topo
+                    .node_ports(NodeId(n as u32))
+                    .iter()
+                    .copied()
+                    .filter(|&p| dist[topo.port(topo.port(p).peer).node.index()] + 1 == dist[n])
+                    .collect();
+                let len = list.len();
+                let start = *shared.entry(list).or_insert_with_key(|list| {
+                    pool.extend_from_slice(list);
+                    (pool.len() - len) as u32
+                });
+                let stride = len.checked_pow(tier as u32).unwrap_or(usize::MAX).max(1);
+                routes[n * hosts + d] = Route {
+                    start,
+                    len: len as u16,
+                    preferred: ((d / stride) % len) as u16,
+                };
             }
         }
         Ok(Routes {
             hosts,
-            ranges,
+            routes,
             pool,
-            statics,
             hops,
         })
     }
 
     /// Ports of `switch` on a shortest path to host `dst`.
     pub fn candidates(&self, switch: NodeId, dst: HostId) -> &[PortId] {
-        let (start, len) = self.ranges[switch.index() * self.hosts + dst.index()];
-        &self.pool[start as usize..start as usize + len as usize]
+        let r = self.routes[switch.index() * self.hosts + dst.index()];
+        &self.pool[r.start as usize..r.start as usize + r.len as usize]
     }
 
     /// Links on a shortest path from host `src` to host `dst`.
@@ -489,7 +502,8 @@ impl Routes {
 
     /// The static (d-mod-k) choice of `switch` toward host `dst`.
     pub fn static_port(&self, switch: NodeId, dst: HostId) -> PortId {
-        self.statics[switch.index() * self.hosts + dst.index()]
+        let r = self.routes[switch.index() * self.hosts + dst.index()];
+        self.pool[(r.start + r.preferred as u32) as usize]
     }
 }
 
