@@ -101,6 +101,16 @@ impl BitRate {
     pub fn as_gbps_f64(self) -> f64 {
         self.0 as f64 * 1e-9
     }
+    /// Picoseconds per byte when that is a whole number (every standard Ethernet and
+    /// InfiniBand rate: 400 Gb/s is 20 ps), so that callers on a hot path can multiply
+    /// instead of dividing; `serialization` gives the same times.
+    pub fn whole_ps_per_byte(self) -> Option<u32> {
+        const PS_PER_BYTE_AT_1BPS: u64 = 8_000_000_000_000;
+        (self.0 != 0 && PS_PER_BYTE_AT_1BPS % self.0 == 0)
+            .then(|| u32::try_from(PS_PER_BYTE_AT_1BPS / self.0).ok())
+            .flatten()
+    }
+
     /// Time to serialise `bytes` at this rate, rounded up to the next picosecond.
     ///
     /// Panics if the rate is zero; scenario validation rejects zero rates.
@@ -405,6 +415,24 @@ mod tests {
         assert_eq!(BitRate::gbps(400).serialization(4122), Time(82_440));
         // Rounded up, never down.
         assert_eq!(BitRate(3).serialization(1), Time(2_666_666_666_667));
+    }
+
+    #[test]
+    fn whole_ps_per_byte_agrees_with_serialization() {
+        assert_eq!(BitRate::gbps(400).whole_ps_per_byte(), Some(20));
+        assert_eq!(BitRate::gbps(56).whole_ps_per_byte(), None);
+        assert_eq!(
+            BitRate(1).whole_ps_per_byte(),
+            None,
+            "too many ps for a u32"
+        );
+        for gbps in [1, 10, 25, 40, 50, 100, 200, 400, 800, 1600] {
+            let rate = BitRate::gbps(gbps);
+            let ps = rate.whole_ps_per_byte().expect("a standard rate") as u64;
+            for bytes in [1, 6, 64, 84, 1500, 4122, 9000, (1 << 21) - 1] {
+                assert_eq!(rate.serialization(bytes), Time(bytes * ps), "{gbps} Gb/s");
+            }
+        }
     }
 
     #[test]
