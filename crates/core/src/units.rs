@@ -106,7 +106,7 @@ impl BitRate {
     /// instead of dividing; `serialization` gives the same times.
     pub fn whole_ps_per_byte(self) -> Option<u32> {
         const PS_PER_BYTE_AT_1BPS: u64 = 8_000_000_000_000;
-        (self.0 != 0 && PS_PER_BYTE_AT_1BPS % self.0 == 0)
+        (self.0 != 0 && PS_PER_BYTE_AT_1BPS.is_multiple_of(self.0))
             .then(|| u32::try_from(PS_PER_BYTE_AT_1BPS / self.0).ok())
             .flatten()
     }
