@@ -50,6 +50,7 @@ proptest! {
             let a = sim.audit();
             prop_assert_eq!(a.sent_payload, a.delivered_payload + a.in_flight_payload, "conservation at {}", t);
             prop_assert_eq!(a.buffer_overflows, 0, "a VL buffer went above its size");
+            prop_assert_eq!(a.lost_frames, 0, "every frame in the pool is on a link or queued");
         }
         let r = sim.report();
         prop_assert_eq!(r.duplicates, 0);

@@ -319,6 +319,8 @@ pub struct Audit {
     pub packets_in_flight: u64,
     /// Whether any input buffer ever held more than its size.
     pub buffer_overflows: u64,
+    /// Frames holding a pool slot but found on no link and in no queue (a leak).
+    pub lost_frames: u64,
 }
 
 /// A running InfiniBand fabric.
@@ -1281,6 +1283,7 @@ impl Simulation {
     pub fn audit(&self) -> Audit {
         let mut in_flight = 0u64;
         let mut packets = 0u64;
+        let mut queued_frames = 0u64;
         let mut count = |pkt: &Packet| {
             if pkt.kind == Kind::Data {
                 in_flight += pkt.payload as u64;
@@ -1289,16 +1292,17 @@ impl Simulation {
         };
         for p in &self.ports {
             for f in p.wire.frames(&self.frames) {
+                queued_frames += 1;
                 if let Frame::Packet(pkt) = f {
                     count(pkt);
                 }
             }
         }
         for q in self.egress.iter().flat_map(|e| &e.inputs) {
-            self.frames
-                .iter(&q.packets)
-                .map(Frame::packet)
-                .for_each(&mut count);
+            for f in self.frames.iter(&q.packets) {
+                queued_frames += 1;
+                count(f.packet());
+            }
         }
         Audit {
             sent_payload: self.flows.iter().map(|f| f.life.sent_bytes).sum(),
@@ -1311,6 +1315,7 @@ impl Simulation {
                     .iter()
                     .filter(|c| c.peak() > c.capacity())
                     .count() as u64,
+            lost_frames: self.frames.live() as u64 - queued_frames,
         }
     }
 
