@@ -1040,8 +1040,9 @@ impl Simulation {
     fn enqueue_generated(&mut self, out: PortId, pkt: Packet, now: Time) {
         self.packets_in_flight += 1;
         self.peak_packets_in_flight = self.peak_packets_in_flight.max(self.packets_in_flight);
+        let queue = self.vl_index(out, pkt.vl);
         let o = &mut self.ports[out.index()];
-        let e = &mut self.egress[out.index() * self.cfg.virtual_lanes as usize + pkt.vl as usize];
+        let e = &mut self.egress[queue];
         let local = e.inputs.len() - 1;
         let slot = self.frames.alloc(Frame::Packet(pkt));
         e.push(&mut self.frames, local, slot, now + self.cfg.switch_latency);
@@ -1079,8 +1080,9 @@ impl Simulation {
         };
         let local = self.ports[input.index()].link.local as usize;
         let ready = now + self.cfg.switch_latency;
+        let queue = self.vl_index(out, pkt.vl);
         let o = &mut self.ports[out.index()];
-        let e = &mut self.egress[out.index() * self.cfg.virtual_lanes as usize + pkt.vl as usize];
+        let e = &mut self.egress[queue];
         if let Some(cc) = &self.cfg.congestion_control {
             if pkt.kind == Kind::Data && e.bytes >= cc.fecn_threshold {
                 if let Frame::Packet(p) = self.frames.get_mut(slot) {
