@@ -7,7 +7,7 @@ use crate::driver::{
 use crate::report::{Deadlock, DeadlockHop, PortResult, RunReport};
 use crate::workload::{Message, Workload};
 use fabricsim_core::engine::EventQueue;
-use fabricsim_core::pool::Pool;
+use fabricsim_core::pool::{Fifo, Pool};
 use fabricsim_core::proto::dcqcn::Dcqcn;
 use fabricsim_core::proto::ecn::RedParams;
 use fabricsim_core::proto::pfc::{pause_duration, RESUME_OFFSET};
@@ -70,6 +70,16 @@ enum Frame {
     },
 }
 
+impl Frame {
+    /// The packet in a frame known to be one (egress queues hold only packets).
+    fn packet(&self) -> &Packet {
+        match self {
+            Frame::Packet(pkt) => pkt,
+            Frame::Pause { .. } => unreachable!("queues of packets hold no PFC frames"),
+        }
+    }
+}
+
 /// The closed event set.
 #[derive(Clone, Copy, Debug)]
 enum Event {
@@ -101,8 +111,9 @@ struct PortState {
     generation: u32,
     wake_at: Option<Time>,
     wire: Wire,
-    /// Egress FIFOs per class, as (ready time, packet); ready times rise in FIFO order.
-    queues: [VecDeque<(Time, Packet)>; 2],
+    /// Egress FIFOs per class in the frame pool, each packet stamped with the time it is
+    /// ready to leave; ready times rise in FIFO order.
+    queues: [Fifo; 2],
     queued: [u64; 2],
     /// PFC as a transmitter: data is paused until this time by the peer's PAUSE.
     paused_until: Time,
@@ -218,7 +229,8 @@ pub struct Simulation {
     topo: Topology,
     routes: Routes,
     queue: EventQueue<Event>,
-    /// Every frame on a link, from its transmission to its arrival.
+    /// Every frame on a link or in a switch egress queue. (A packet takes a slot per
+    /// link and per queue; freed slots are reused first, so it usually keeps the same.)
     frames: Pool<Frame>,
     ports: Vec<PortState>,
     buffers: Vec<SharedBuffer>,
@@ -604,13 +616,16 @@ impl Simulation {
         if p.queues[DATA].is_empty() {
             return;
         }
+        let mut flushed = Vec::new();
+        while let Some(slot) = self.frames.pop_front(&mut p.queues[DATA]) {
+            flushed.push(*self.frames.free(slot).packet());
+        }
         self.watchdog_trips += 1;
         p.paused_total += now - since;
         p.paused_since = None;
         p.paused_until = now;
         p.pfc_ignored_until = now + wd.restore;
         p.queued[DATA] = 0;
-        let flushed: Vec<Packet> = p.queues[DATA].drain(..).map(|(_, pkt)| pkt).collect();
         for pkt in flushed {
             self.drop_data(port, pkt);
             self.leave_ingress(pkt);
@@ -772,9 +787,11 @@ impl Simulation {
                 }
                 continue;
             }
-            match p.queues[class].front() {
-                Some(&(ready, _)) if ready <= now => {
-                    let (_, mut pkt) = p.queues[class].pop_front().expect("front exists");
+            let ready = p.queues[class].front().map(|s| self.frames.time(s));
+            match ready {
+                Some(ready) if ready <= now => {
+                    let slot = self.frames.pop_front(&mut p.queues[class]);
+                    let mut pkt = *self.frames.free(slot.expect("front exists")).packet();
                     if class == DATA {
                         if let Some(red) = &p.red {
                             let prob = red.probability(p.queued[DATA]);
@@ -790,7 +807,7 @@ impl Simulation {
                     }
                     return Ok(pkt);
                 }
-                Some(&(ready, _)) => wake = Some(wake.map_or(ready, |w| w.min(ready))),
+                Some(ready) => wake = Some(wake.map_or(ready, |w| w.min(ready))),
                 None => {}
             }
         }
@@ -1008,7 +1025,8 @@ impl Simulation {
         let ready = now + self.cfg.switch_latency;
         let o = &mut self.ports[out.index()];
         let class = pkt.class();
-        o.queues[class].push_back((ready, pkt));
+        let slot = self.frames.alloc(Frame::Packet(pkt));
+        self.frames.push_back(&mut o.queues[class], slot, ready);
         o.queued[class] += pkt.wire as u64;
         o.peak_queue = o.peak_queue.max(o.queued[DATA] + o.queued[CONTROL]);
         self.try_transmit(out);
@@ -1314,7 +1332,7 @@ impl Simulation {
                 && is_switch(peer)
             {
                 g.waits_on[i] = Some(peer.index());
-                for (_, pkt) in &p.queues[DATA] {
+                for pkt in self.frames.iter(&p.queues[DATA]).map(Frame::packet) {
                     g.holds[i].push((pkt.in_port as usize, pkt.wire as u64));
                 }
             }
@@ -1342,9 +1360,10 @@ impl Simulation {
                     count(pkt);
                 }
             }
-            for (_, pkt) in &p.queues[DATA] {
-                count(pkt);
-            }
+            self.frames
+                .iter(&p.queues[DATA])
+                .map(Frame::packet)
+                .for_each(&mut count);
         }
         Audit {
             sent_payload: self.flows.iter().map(|f| f.life.sent_bytes).sum(),
