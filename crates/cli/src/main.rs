@@ -2,21 +2,16 @@
 //! errors go to standard error. Bad input exits with status 2.
 
 use clap::{Parser, Subcommand, ValueEnum};
-use fabricsim::pcap::{self, LinkType};
-use fabricsim::results::{self, write_atomic};
-use fabricsim::scenario::{FabricKind, Scenario};
-use fabricsim::{compare, experiment, heap, sweep};
-use fabricsim_fabric::infiniband::{CaptureFilter, Simulation};
+use fabricsim_experiment::formats::pcap::LinkType;
+use fabricsim_experiment::runner::{self, PcapRequest, RunRequest};
+use fabricsim_experiment::scenario::Scenario;
+use fabricsim_experiment::{bench, collective_sweep, compare, heap};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// The scenario `fabricsim run` uses when given no file (also examples/default.toml).
-const DEFAULT_SCENARIO: &str = include_str!("../../../examples/default.toml");
-/// The benchmark's reference scenario: a 128-host k=8 fat-tree, permutation of 64 MiB.
+/// Counts the heap, for `bench`'s measured memory.
 #[global_allocator]
 static ALLOCATOR: heap::Counting = heap::Counting;
-
-const BENCH_SCENARIO: &str = include_str!("../../../examples/bench-fat-tree-k8.toml");
 
 #[derive(Parser)]
 #[command(
@@ -37,6 +32,16 @@ enum PcapLink {
     Infiniband,
     /// RoCEv2: Ethernet frames (link type 1), the only choice and the default.
     Ethernet,
+}
+
+impl From<PcapLink> for LinkType {
+    fn from(l: PcapLink) -> LinkType {
+        match l {
+            PcapLink::Erf => LinkType::Erf,
+            PcapLink::Infiniband => LinkType::Infiniband,
+            PcapLink::Ethernet => LinkType::Ethernet,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -125,11 +130,24 @@ fn main() -> ExitCode {
     }
 }
 
-fn load(file: &Option<PathBuf>) -> Result<Scenario, String> {
-    match file {
-        Some(path) => Scenario::load(path).map_err(|e| e.to_string()),
-        None => Scenario::parse(DEFAULT_SCENARIO, "default").map_err(|e| e.to_string()),
+/// The scenario in `file`, or the built-in default; `seed` overrides its seed.
+fn load(file: Option<PathBuf>, seed: Option<u64>) -> Result<Scenario, String> {
+    let mut scenario = match file {
+        Some(path) => Scenario::load(&path),
+        None => Scenario::builtin_default(),
     }
+    .map_err(|e| e.to_string())?;
+    if let Some(s) = seed {
+        scenario.seed = s;
+    }
+    Ok(scenario)
+}
+
+fn print_json<T: serde::Serialize>(value: &T) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).expect("results serialise")
+    );
 }
 
 fn dispatch(cmd: Command) -> Result<(), String> {
@@ -144,101 +162,37 @@ fn dispatch(cmd: Command) -> Result<(), String> {
             pcap_link,
             seed,
         } => {
-            let mut scenario = load(&file)?;
-            if let Some(s) = seed {
-                scenario.seed = s;
-            }
-            let flow_count = fabricsim_fabric::workload::build(&scenario.traffic, scenario.seed)
-                .messages
-                .len() as u32;
-            if let Some(bad) = pcap_flows.iter().flatten().find(|&&f| f >= flow_count) {
-                return Err(format!(
-                    "--pcap-flows {bad}: the scenario has flows 0 to {}",
-                    flow_count.saturating_sub(1)
-                ));
-            }
-            let allowed = LinkType::allowed(scenario.fabric);
-            let link = match pcap_link {
-                None => allowed[0],
-                Some(PcapLink::Erf) => LinkType::Erf,
-                Some(PcapLink::Infiniband) => LinkType::Infiniband,
-                Some(PcapLink::Ethernet) => LinkType::Ethernet,
+            let scenario = load(file, seed)?;
+            let request = RunRequest {
+                out,
+                pcap: pcap.map(|path| PcapRequest {
+                    path,
+                    count: pcap_count,
+                    flows: pcap_flows,
+                    link: pcap_link.map(LinkType::from),
+                }),
             };
-            if !allowed.contains(&link) {
-                return Err(format!(
-                    "--pcap-link {}: a {} capture can be written as {}",
-                    format!("{link:?}").to_lowercase(),
-                    scenario.fabric.name(),
-                    allowed
-                        .iter()
-                        .map(|l| format!("{l:?}").to_lowercase())
-                        .collect::<Vec<_>>()
-                        .join(" or ")
-                ));
-            }
-            let capture = pcap.as_ref().map(|_| CaptureFilter {
-                limit: pcap_count,
-                flows: pcap_flows,
-            });
-            let outcome = experiment::run(&scenario, capture, true)?;
-            let mut summary = results::summary(&scenario, &outcome);
-            if !outcome.trainings.is_empty() {
-                let plus = experiment::plus_one_us_per_exchange(&scenario);
-                results::add_sensitivity(&mut summary, &experiment::run(&plus, None, true)?);
-            }
-            if let Some(dir) = &out {
-                results::write_out_dir(dir, &summary, &outcome)
-                    .map_err(|e| format!("--out {}: {e}", dir.display()))?;
-            }
-            if let Some(path) = &pcap {
-                write_atomic(path, &pcap::encode(&outcome.captured, link))
-                    .map_err(|e| format!("--pcap {}: {e}", path.display()))?;
-            }
-            if let Some(d) = &summary.deadlock {
-                let hops: Vec<String> = d
-                    .cycle
-                    .iter()
-                    .map(|h| format!("node {} port {} -> node {}", h.node, h.port, h.to_node))
-                    .collect();
-                eprintln!(
-                    "fabricsim: deadlock at {} ns ({}); the run stopped. Cycle of blocked egresses, each waiting on the next switch's buffer: {}",
-                    d.detected_at_ns,
-                    match scenario.fabric {
-                        FabricKind::Infiniband => "a credit loop",
-                        FabricKind::Rocev2 => "a cycle of PFC-paused queues",
-                    },
-                    hops.join(", ")
-                );
+            let (summary, outcome) = runner::execute(&scenario, &request)?;
+            if let Some(note) = summary.deadlock_note() {
+                eprintln!("fabricsim: {note}");
             }
             if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&summary).expect("summary serialises")
-                );
+                print_json(&summary);
             } else {
-                println!(
-                    "{}: {} of {} flows completed in {} simulated; goodput {:.2} Gb/s; FCT p50 {} ns, p99 {} ns; {} events in {:.3} s ({:.1} M events/s)",
-                    summary.scenario,
-                    summary.flows.completed,
-                    summary.flows.count,
-                    outcome.report.sim_time,
-                    summary.goodput_gbps,
-                    summary.fct_ns.p50,
-                    summary.fct_ns.p99,
-                    summary.events,
-                    summary.wall_seconds,
-                    summary.events_per_second / 1e6
-                );
+                println!("{}", summary.one_line(outcome.report.sim_time));
             }
             Ok(())
         }
         Command::Check { file } => {
-            let scenario = load(&Some(file))?;
+            let scenario = load(Some(file), None)?;
             scenario.build_topology()?;
             print!("{}", scenario.effective_toml());
             Ok(())
         }
-        Command::Bench { size, runs } => bench(size, runs),
+        Command::Bench { size, runs } => {
+            print!("{}", bench::run(size.as_deref(), runs)?);
+            Ok(())
+        }
         Command::Collective {
             file,
             begin,
@@ -248,120 +202,30 @@ fn dispatch(cmd: Command) -> Result<(), String> {
             algorithm,
             json,
         } => {
-            let scenario = load(&Some(file))?;
-            let c = sweep::template(&scenario, op.as_deref(), algorithm.as_deref())?;
-            let list = sweep::sizes(
-                sweep::parse_size("-b", &begin)?,
-                sweep::parse_size("-e", &end)?,
+            let scenario = load(Some(file), None)?;
+            let c = collective_sweep::template(&scenario, op.as_deref(), algorithm.as_deref())?;
+            let list = collective_sweep::sizes(
+                collective_sweep::parse_size("-b", &begin)?,
+                collective_sweep::parse_size("-e", &end)?,
                 factor,
             )?;
-            let rows = sweep::run(&scenario, &c, &list)?;
+            let rows = collective_sweep::run(&scenario, &c, &list)?;
             if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&rows).expect("results serialise")
-                );
+                print_json(&rows);
             } else {
-                print!("{}", sweep::table(&c, &rows));
+                print!("{}", collective_sweep::table(&c, &rows));
             }
             Ok(())
         }
         Command::Compare { file, json, seed } => {
-            let mut scenario = load(&Some(file))?;
-            if let Some(s) = seed {
-                scenario.seed = s;
-            }
+            let scenario = load(Some(file), seed)?;
             let [ib, roce] = compare::run_both(&scenario)?;
             if json {
-                let both = serde_json::json!({ "infiniband": ib, "rocev2": roce });
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&both).expect("summaries serialise")
-                );
+                print_json(&serde_json::json!({ "infiniband": ib, "rocev2": roce }));
             } else {
                 print!("{}", compare::table(&ib, &roce));
             }
             Ok(())
         }
     }
-}
-
-/// Peak resident memory of this process in bytes (Linux VmHWM), if readable.
-fn peak_rss() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
-
-/// The reference scenario with `size` per host and, if given, another VL buffer size.
-fn bench_scenario(size: &str, vl_buffer: Option<&str>) -> Result<Scenario, String> {
-    let mut text = BENCH_SCENARIO.replace("size = \"64MiB\"", &format!("size = \"{size}\""));
-    if let Some(b) = vl_buffer {
-        text = text.replace(
-            "adaptive_routing = true",
-            &format!("adaptive_routing = true\nvl_buffer = \"{b}\""),
-        );
-    }
-    Scenario::parse(&text, "bench-fat-tree-k8").map_err(|e| e.to_string())
-}
-
-/// Runs `scenario`, returning its outcome and the growth of the heap's peak over the heap
-/// in use before it started.
-fn measured_run(scenario: &Scenario) -> Result<(experiment::Outcome, usize), String> {
-    let before = heap::in_use();
-    heap::reset_peak();
-    let outcome = experiment::run(scenario, None, true)?;
-    Ok((outcome, heap::peak().saturating_sub(before)))
-}
-
-fn bench(size: Option<String>, runs: u32) -> Result<(), String> {
-    let scenario = bench_scenario(size.as_deref().unwrap_or("64MiB"), None)?;
-    let (outcome, heap_growth) = measured_run(&scenario)?;
-    let mut walls = vec![outcome.wall_seconds];
-    for _ in 1..runs {
-        let again = experiment::run(&scenario, None, true)?;
-        if again.report.events != outcome.report.events {
-            return Err("the benchmark's runs differ: the simulator is not deterministic".into());
-        }
-        walls.push(again.wall_seconds);
-    }
-    walls.sort_by(f64::total_cmp);
-    let median = walls[walls.len() / 2];
-    let r = &outcome.report;
-    let rate = |wall: f64| r.events as f64 / wall;
-    println!("scenario            {}", scenario.name);
-    println!("hosts               128 (k=8 fat-tree), permutation");
-    println!("events              {}", r.events);
-    println!("runs                {runs}");
-    println!("wall_seconds        {median:.3}");
-    println!("events_per_second   {:.0}", rate(median));
-    println!(
-        "events_per_second_range {:.0} {:.0}",
-        rate(walls[walls.len() - 1]),
-        rate(walls[0])
-    );
-    println!("ns_per_event        {:.1}", median * 1e9 / r.events as f64);
-    println!("simulated           {}", r.sim_time);
-    println!("goodput_gbps        {:.1}", results::goodput_gbps(r));
-    println!("peak_rss_bytes      {}", peak_rss().unwrap_or(0));
-    println!("peak_heap_growth_bytes {heap_growth}");
-    println!("peak_packets_in_flight {}", r.peak_packets_in_flight);
-    // Memory per packet in flight, measured: the same 8 MiB permutation with 4x the VL
-    // buffers holds more packets in flight; the extra peak heap over the extra packets
-    // is what each packet costs, fixed structures cancelling out.
-    let (small, small_heap) = measured_run(&bench_scenario("8MiB", Some("32KiB"))?)?;
-    let (large, large_heap) = measured_run(&bench_scenario("8MiB", Some("128KiB"))?)?;
-    let extra_packets = large
-        .report
-        .peak_packets_in_flight
-        .saturating_sub(small.report.peak_packets_in_flight);
-    println!(
-        "bytes_per_packet_in_flight {:.0} (measured: +{} B peak heap for +{} packets with 4x VL buffers; {} B of state per packet)",
-        large_heap.saturating_sub(small_heap) as f64 / extra_packets.max(1) as f64,
-        large_heap.saturating_sub(small_heap),
-        extra_packets,
-        Simulation::bytes_per_packet_in_flight(),
-    );
-    Ok(())
 }

@@ -430,3 +430,55 @@ fn bench_measures_memory_per_packet_in_flight_under_200_bytes() {
     let per_packet = field("bytes_per_packet_in_flight");
     assert!(per_packet > 0.0 && per_packet <= 200.0, "{text}");
 }
+
+#[test]
+fn collective_command_prints_the_nccl_tests_table() {
+    let d = std::env::temp_dir().join(format!("fabricsim-coll-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let f = d.join("c.toml");
+    std::fs::write(&f, "[topology]\nkind = \"single-switch\"\nhosts = 4\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fabricsim"))
+        .args([
+            "collective",
+            f.to_str().unwrap(),
+            "-b",
+            "8",
+            "-e",
+            "1M",
+            "-f",
+            "4",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    // 8, 32, ..., 512K: 9 sizes.
+    assert_eq!(rows.len(), 9, "{text}");
+    assert!(
+        rows[0].split_whitespace().collect::<Vec<_>>()[..5] == ["8", "2", "float", "sum", "-1"]
+    );
+    // Bus bandwidth grows with size.
+    let busbw: Vec<f64> = rows
+        .iter()
+        .map(|r| r.split_whitespace().last().unwrap().parse().unwrap())
+        .collect();
+    assert!(busbw.windows(2).all(|w| w[1] >= w[0]), "{busbw:?}");
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_fabricsim"))
+        .args([
+            "collective",
+            f.to_str().unwrap(),
+            "--op",
+            "all-to-all",
+            "--algorithm",
+            "ring",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("does not apply"));
+}

@@ -2,8 +2,8 @@
 //! same run as the equivalent built-in topology and traffic, on both fabrics; bad files
 //! are named and exit 2.
 
-use fabricsim::experiment;
-use fabricsim::scenario::Scenario;
+use fabricsim_experiment::runner;
+use fabricsim_experiment::scenario::Scenario;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -36,8 +36,8 @@ fn file_topology_and_flows_match_the_built_in_equivalent() {
         let a = Scenario::parse(&built_in(fabric), "a").unwrap();
         let b = Scenario::parse_in(&from_files(fabric), "b", &d).unwrap();
         assert_eq!(b.traffic.len(), 1);
-        let ra = experiment::run(&a, None, false).unwrap().report;
-        let rb = experiment::run(&b, None, false).unwrap().report;
+        let ra = runner::run(&a, None, false).unwrap().report;
+        let rb = runner::run(&b, None, false).unwrap().report;
         assert!(ra.flows.iter().all(|f| f.finish.is_some()));
         assert_eq!(ra.flows, rb.flows, "{fabric}: same flows, same results");
         assert_eq!(ra.events, rb.events, "{fabric}");

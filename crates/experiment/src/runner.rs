@@ -1,6 +1,9 @@
 //! Runs a scenario: builds the model, drives it in slices with a progress bar on
-//! standard error, and returns the report.
+//! standard error, and returns the report; [`execute`] adds what `fabricsim run` asks for
+//! (a results folder, a capture, the sensitivity run).
 
+use crate::formats::pcap::{self, LinkType};
+use crate::results::{self, Summary};
 use crate::scenario::{FabricKind, Scenario};
 use fabricsim_core::units::Time;
 use fabricsim_fabric::infiniband::{self, CaptureFilter, Captured};
@@ -11,6 +14,7 @@ use fabricsim_fabric::workload::{build, Collective, Training};
 use fabricsim_fabric::EventDriven;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::ops::Range;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// A finished run with its wall time and, if asked for, its captured packets.
@@ -178,4 +182,81 @@ pub fn plus_one_us_per_exchange(scenario: &Scenario) -> Scenario {
     s.ib.hca_tx_latency += Time::from_us(1);
     s.roce.nic_tx_latency += Time::from_us(1);
     s
+}
+
+/// A packet capture `fabricsim run` is asked to write.
+#[derive(Clone, Debug, Default)]
+pub struct PcapRequest {
+    pub path: PathBuf,
+    /// Capture at most this many packets.
+    pub count: Option<u64>,
+    /// Capture only these flows (ids as in flows.csv).
+    pub flows: Option<Vec<u32>>,
+    /// The link type; `None`: the fabric's default.
+    pub link: Option<LinkType>,
+}
+
+/// What a run is asked for beyond the scenario: a results folder and a capture.
+#[derive(Clone, Debug, Default)]
+pub struct RunRequest {
+    /// Write summary.json, flows.csv, ports.csv (and rates.csv) into this folder.
+    pub out: Option<PathBuf>,
+    pub pcap: Option<PcapRequest>,
+}
+
+/// Runs `scenario` as `fabricsim run` does: checks the capture request against the
+/// scenario, runs it (and, for training jobs, a second run with 1 us more per exchange
+/// for the sensitivity figure), writes the files asked for and returns the summary with
+/// the outcome. Errors name the option and its value.
+pub fn execute(scenario: &Scenario, request: &RunRequest) -> Result<(Summary, Outcome), String> {
+    let capture = match &request.pcap {
+        Some(p) => Some((p, capture_link(scenario, p)?)),
+        None => None,
+    };
+    let filter = capture.map(|(p, _)| CaptureFilter {
+        limit: p.count,
+        flows: p.flows.clone(),
+    });
+    let outcome = run(scenario, filter, true)?;
+    let mut summary = results::summary(scenario, &outcome);
+    if !outcome.trainings.is_empty() {
+        let plus = plus_one_us_per_exchange(scenario);
+        results::add_sensitivity(&mut summary, &run(&plus, None, true)?);
+    }
+    if let Some(dir) = &request.out {
+        results::write_out_dir(dir, &summary, &outcome)
+            .map_err(|e| format!("--out {}: {e}", dir.display()))?;
+    }
+    if let Some((p, link)) = capture {
+        results::write_atomic(&p.path, &pcap::encode(&outcome.captured, link))
+            .map_err(|e| format!("--pcap {}: {e}", p.path.display()))?;
+    }
+    Ok((summary, outcome))
+}
+
+/// The capture's link type, after checking its flow ids and link type against the
+/// scenario.
+fn capture_link(scenario: &Scenario, p: &PcapRequest) -> Result<LinkType, String> {
+    let flow_count = build(&scenario.traffic, scenario.seed).messages.len() as u32;
+    if let Some(bad) = p.flows.iter().flatten().find(|&&f| f >= flow_count) {
+        return Err(format!(
+            "--pcap-flows {bad}: the scenario has flows 0 to {}",
+            flow_count.saturating_sub(1)
+        ));
+    }
+    let allowed = LinkType::allowed(scenario.fabric);
+    let link = p.link.unwrap_or(allowed[0]);
+    if !allowed.contains(&link) {
+        return Err(format!(
+            "--pcap-link {}: a {} capture can be written as {}",
+            link.name(),
+            scenario.fabric.name(),
+            allowed
+                .iter()
+                .map(|l| l.name())
+                .collect::<Vec<_>>()
+                .join(" or ")
+        ));
+    }
+    Ok(link)
 }

@@ -2,9 +2,9 @@
 //! independently computed ICRC (bitwise CRC-32 over the masked packet), for InfiniBand
 //! and for RoCEv2 Ethernet frames.
 
-use fabricsim::experiment::{self, Capture};
-use fabricsim::pcap::{encode, LinkType};
-use fabricsim::scenario::Scenario;
+use fabricsim_experiment::formats::pcap::{encode, LinkType};
+use fabricsim_experiment::runner::{self, Capture};
+use fabricsim_experiment::scenario::Scenario;
 use fabricsim_fabric::infiniband::CaptureFilter;
 
 /// Bitwise CRC-32 (reflected 0xEDB88320), written apart from the table-driven one.
@@ -30,7 +30,7 @@ fn every_captured_packet_has_a_correct_icrc() {
         "t",
     )
     .unwrap();
-    let out = experiment::run(
+    let out = runner::run(
         &s,
         Some(CaptureFilter {
             limit: Some(5),
@@ -91,7 +91,7 @@ fn roce_frames_carry_correct_icrcs_and_their_modelled_length() {
         "t",
     )
     .unwrap();
-    let out = experiment::run(&s, Some(CaptureFilter::default()), false).unwrap();
+    let out = runner::run(&s, Some(CaptureFilter::default()), false).unwrap();
     let Capture::Ethernet(frames) = &out.captured else {
         panic!("a RoCEv2 capture is Ethernet")
     };

@@ -1,8 +1,8 @@
 //! Results: the JSON summary of shared/SCENARIO.md, flows.csv and ports.csv, written
 //! atomically (temporary file, then rename) so an interrupted run never leaves half a file.
 
-use crate::experiment::Outcome;
-use crate::scenario::Scenario;
+use crate::runner::Outcome;
+use crate::scenario::{FabricKind, Scenario};
 use fabricsim_core::units::Time;
 use fabricsim_fabric::report::RunReport;
 use fabricsim_fabric::rocev2::RateSample;
@@ -464,4 +464,43 @@ pub fn write_out_dir(dir: &Path, summary: &Summary, out: &Outcome) -> std::io::R
     write_atomic(&dir.join("summary.json"), format!("{json}\n").as_bytes())?;
     write_atomic(&dir.join("flows.csv"), flows_csv(r).as_bytes())?;
     write_atomic(&dir.join("ports.csv"), ports_csv(r).as_bytes())
+}
+
+impl Summary {
+    /// The one-line account `fabricsim run` prints without `--json`.
+    pub fn one_line(&self, sim_time: Time) -> String {
+        format!(
+            "{}: {} of {} flows completed in {} simulated; goodput {:.2} Gb/s; FCT p50 {} ns, p99 {} ns; {} events in {:.3} s ({:.1} M events/s)",
+            self.scenario,
+            self.flows.completed,
+            self.flows.count,
+            sim_time,
+            self.goodput_gbps,
+            self.fct_ns.p50,
+            self.fct_ns.p99,
+            self.events,
+            self.wall_seconds,
+            self.events_per_second / 1e6
+        )
+    }
+
+    /// What to tell the user when a deadlock stopped the run, or `None`.
+    pub fn deadlock_note(&self) -> Option<String> {
+        let d = self.deadlock.as_ref()?;
+        let hops: Vec<String> = d
+            .cycle
+            .iter()
+            .map(|h| format!("node {} port {} -> node {}", h.node, h.port, h.to_node))
+            .collect();
+        Some(format!(
+            "deadlock at {} ns ({}); the run stopped. Cycle of blocked egresses, each waiting on the next switch's buffer: {}",
+            d.detected_at_ns,
+            if self.fabric == FabricKind::Infiniband.name() {
+                "a credit loop"
+            } else {
+                "a cycle of PFC-paused queues"
+            },
+            hops.join(", ")
+        ))
+    }
 }

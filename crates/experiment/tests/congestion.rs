@@ -3,13 +3,13 @@
 
 mod common;
 use common::*;
-use fabricsim::experiment;
+use fabricsim_experiment::runner;
 
 fn incast(cc: &str) -> fabricsim_fabric::report::RunReport {
     let s = scenario(&format!(
         "[fabric.infiniband]\n{cc}\n[topology]\nkind = \"fat-tree\"\nk = 4\n[[traffic]]\nkind = \"incast\"\nsenders = [4, 8, 12, 13]\ndst = 0\nsize = \"4MiB\"\n[[traffic]]\nkind = \"flow\"\nsrc = 5\ndst = 1\nsize = \"4MiB\"\n"
     ));
-    experiment::run(&s, None, false).unwrap().report
+    runner::run(&s, None, false).unwrap().report
 }
 
 fn stall_ps(r: &fabricsim_fabric::report::RunReport) -> u64 {

@@ -1,7 +1,7 @@
 //! Fuzzing the scenario loader: arbitrary text and arbitrary key/value soups never
 //! panic; every rejection is an `Invalid` error with a message.
 
-use fabricsim::scenario::{Scenario, ScenarioError};
+use fabricsim_experiment::scenario::{Scenario, ScenarioError};
 use proptest::prelude::*;
 
 const KEYS: &[&str] = &[

@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use fabricsim::scenario::Scenario;
+use fabricsim_experiment::scenario::Scenario;
 use fabricsim_fabric::infiniband::Simulation;
 use fabricsim_fabric::workload::{build, Workload};
 pub use fabricsim_fabric::EventDriven;

@@ -4,14 +4,14 @@
 
 mod common;
 use common::scenario;
-use fabricsim::experiment;
-use fabricsim::results::{collective_results, CollectiveResult};
-use fabricsim::scenario::{FabricKind, Scenario};
 use fabricsim_core::units::Time;
 use fabricsim_core::wire::{ib, roce};
+use fabricsim_experiment::results::{collective_results, CollectiveResult};
+use fabricsim_experiment::runner;
+use fabricsim_experiment::scenario::{FabricKind, Scenario};
 
 fn run(s: &Scenario) -> CollectiveResult {
-    let out = experiment::run(s, None, false).unwrap();
+    let out = runner::run(s, None, false).unwrap();
     let r = collective_results(&out);
     assert_eq!(r.len(), 1);
     r[0].clone()
@@ -164,7 +164,7 @@ fn every_op_completes_and_moves_its_bytes_on_both_fabrics() {
                 8,
                 &format!("op = \"{op}\"\nalgorithm = \"{alg}\"\nsize = \"4MiB\"\nchannels = 2"),
             );
-            let out = experiment::run(&s, None, false).unwrap();
+            let out = runner::run(&s, None, false).unwrap();
             assert!(
                 out.report.flows.iter().all(|f| f.finish.is_some()),
                 "{fabric} {op}"
@@ -176,63 +176,11 @@ fn every_op_completes_and_moves_its_bytes_on_both_fabrics() {
 }
 
 #[test]
-fn collective_command_prints_the_nccl_tests_table() {
-    let d = std::env::temp_dir().join(format!("fabricsim-coll-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    let f = d.join("c.toml");
-    std::fs::write(&f, "[topology]\nkind = \"single-switch\"\nhosts = 4\n").unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fabricsim"))
-        .args([
-            "collective",
-            f.to_str().unwrap(),
-            "-b",
-            "8",
-            "-e",
-            "1M",
-            "-f",
-            "4",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let rows: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
-    // 8, 32, ..., 512K: 9 sizes.
-    assert_eq!(rows.len(), 9, "{text}");
-    assert!(
-        rows[0].split_whitespace().collect::<Vec<_>>()[..5] == ["8", "2", "float", "sum", "-1"]
-    );
-    // Bus bandwidth grows with size.
-    let busbw: Vec<f64> = rows
-        .iter()
-        .map(|r| r.split_whitespace().last().unwrap().parse().unwrap())
-        .collect();
-    assert!(busbw.windows(2).all(|w| w[1] >= w[0]), "{busbw:?}");
-    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_fabricsim"))
-        .args([
-            "collective",
-            f.to_str().unwrap(),
-            "--op",
-            "all-to-all",
-            "--algorithm",
-            "ring",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(bad.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("does not apply"));
-}
-
-#[test]
 fn a_transfer_inside_a_server_takes_nvlink_time() {
     let s = scenario(
         "[topology]\nkind = \"leaf-spine\"\nhosts = 16\nleaves = 2\nspines = 1\ngpus_per_node = 8\nnvlink_bandwidth = \"450GB/s\"\nnvlink_latency = \"700ns\"\n[[traffic]]\nkind = \"flow\"\nsrc = 1\ndst = 6\nsize = \"64MiB\"\n",
     );
-    let r = experiment::run(&s, None, false).unwrap().report;
+    let r = runner::run(&s, None, false).unwrap().report;
     let f = &r.flows[0];
     // Posting latency + NVLink latency + 64 MiB at 450 GB/s, exactly.
     let expected = s.ib.hca_tx_latency
@@ -304,7 +252,7 @@ fn sharp_all_reduce_runs_at_the_link_rate_in_algbw() {
         0.03,
         "SHARP busbw / ring busbw",
     );
-    let err = experiment::run(&scenario(&text("sharp", "rocev2")), None, false)
+    let err = runner::run(&scenario(&text("sharp", "rocev2")), None, false)
         .err()
         .unwrap();
     assert!(err.contains("InfiniBand"), "{err}");

@@ -1,7 +1,7 @@
 //! `fabricsim compare`: one scenario's topology and traffic on both fabrics, side by side.
 
-use crate::experiment;
 use crate::results::{self, Summary};
+use crate::runner;
 use crate::scenario::{FabricKind, Scenario};
 use std::fmt::Write as _;
 
@@ -18,7 +18,7 @@ pub fn run_both(scenario: &Scenario) -> Result<[Summary; 2], String> {
                 s.roce.mtu
             ));
         }
-        let outcome = experiment::run(&s, None, true)?;
+        let outcome = runner::run(&s, None, true)?;
         Ok(results::summary(&s, &outcome))
     };
     Ok([once(FabricKind::Infiniband)?, once(FabricKind::Rocev2)?])

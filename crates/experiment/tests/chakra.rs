@@ -3,12 +3,12 @@
 
 mod common;
 use common::scenario;
-use fabricsim::chakra::{
+use fabricsim_experiment::formats::chakra::{
     attr, encode, Node, COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE,
 };
-use fabricsim::experiment;
-use fabricsim::results::collective_results;
-use fabricsim::scenario::Scenario;
+use fabricsim_experiment::results::collective_results;
+use fabricsim_experiment::runner;
+use fabricsim_experiment::scenario::Scenario;
 use std::path::PathBuf;
 
 fn folder(name: &str) -> PathBuf {
@@ -61,12 +61,12 @@ fn a_trace_of_collectives_matches_the_built_in_collectives() {
         std::fs::write(dir.join(format!("traces/llm.{r}.et")), encode(&nodes)).unwrap();
     }
     let s = load(&dir);
-    let out = experiment::run(&s, None, false).unwrap();
+    let out = runner::run(&s, None, false).unwrap();
     let got = collective_results(&out);
     assert_eq!(got.len(), 2);
     // The same all-reduce as a built-in collective starting after the 50 us of compute.
     let builtin = scenario("[topology]\nkind = \"single-switch\"\nhosts = 8\n[[traffic]]\nkind = \"collective\"\nop = \"all-reduce\"\nsize = \"16MiB\"\nstart = \"50us\"\n");
-    let want = collective_results(&experiment::run(&builtin, None, false).unwrap());
+    let want = collective_results(&runner::run(&builtin, None, false).unwrap());
     assert_eq!(
         got[0].time_ns, want[0].time_ns,
         "bit-identical all-reduce time"
@@ -126,7 +126,7 @@ fn sends_meet_their_receives_after_compute() {
         std::fs::write(dir.join(format!("traces/p2p.{r}.et")), encode(&nodes)).unwrap();
     }
     let s = load(&dir);
-    let out = experiment::run(&s, None, false).unwrap();
+    let out = runner::run(&s, None, false).unwrap();
     let f = &out.report.flows;
     assert_eq!(f.len(), 1);
     assert_eq!((f[0].src, f[0].dst, f[0].bytes), (0, 1, 1 << 20));

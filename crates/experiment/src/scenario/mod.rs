@@ -1,7 +1,7 @@
 //! Scenario files: the TOML contract of shared/SCENARIO.md, parsed into a validated
 //! [`Scenario`]. Every error names the key, the value and, where known, the line.
 
-use crate::ns3::{self, Ns3Topology};
+use crate::formats::ns3::{self, Ns3Topology};
 use fabricsim_core::proto::dcqcn::DcqcnPreset;
 use fabricsim_core::proto::ecn::RedParams;
 use fabricsim_core::proto::ibcc::CcParams;
@@ -386,7 +386,15 @@ fn invalid(msg: String) -> ScenarioError {
     ScenarioError::Invalid(msg)
 }
 
+/// The scenario `fabricsim run` uses when given no file (examples/default.toml).
+const DEFAULT_SCENARIO: &str = include_str!("../../../../examples/default.toml");
+
 impl Scenario {
+    /// The built-in default scenario, named "default".
+    pub fn builtin_default() -> Result<Scenario, ScenarioError> {
+        Scenario::parse(DEFAULT_SCENARIO, "default")
+    }
+
     /// Reads and validates a scenario file; the name defaults to the file stem.
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
         let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
@@ -1636,7 +1644,7 @@ fn chakra_traces(
             at("path")
         ))
     };
-    let traces = crate::chakra::read_folder(&base.join(&shown)).map_err(bad)?;
+    let traces = crate::formats::chakra::read_folder(&base.join(&shown)).map_err(bad)?;
     let ranks: Vec<HostId> = match &tr.ranks {
         Some(list) => list
             .iter()

@@ -2,10 +2,10 @@
 
 mod common;
 use common::{assert_goodput, roce_sim, run_conserving, scenario, EventDriven};
-use fabricsim::experiment;
-use fabricsim::results::goodput_gbps;
-use fabricsim::scenario::Scenario;
 use fabricsim_core::units::Time;
+use fabricsim_experiment::results::goodput_gbps;
+use fabricsim_experiment::runner;
+use fabricsim_experiment::scenario::Scenario;
 
 /// RoCEv2/IPv4 payload efficiency: payload / (payload + 82 B of preamble and IFG,
 /// Ethernet, IPv4, UDP, BTH, ICRC and FCS).
@@ -17,7 +17,7 @@ fn assert_line_rate_goodput(topology: &str, dst: u32) {
     let s = scenario(&format!(
         "[fabric]\nkind = \"rocev2\"\nlink_rate = \"400Gbps\"\nmtu = 4096\n{topology}\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = {dst}\nsize = \"64MiB\"\n"
     ));
-    let out = experiment::run(&s, None, false).unwrap();
+    let out = runner::run(&s, None, false).unwrap();
     let r = &out.report;
     assert_eq!(r.flows[0].delivered_bytes, 64 << 20);
     assert_eq!((r.drops, r.retransmitted_packets), (0, 0));
@@ -183,7 +183,7 @@ fn ecmp_spreads_flows_over_spines_deterministically() {
     };
     let spine_load = |seed: u32| -> Vec<u64> {
         let s = scenario(&text(seed));
-        let out = experiment::run(&s, None, false).unwrap();
+        let out = runner::run(&s, None, false).unwrap();
         // Ports of spine switches toward leaves: spines are the last 4 nodes.
         let nodes = out.report.ports.iter().map(|p| p.node).max().unwrap();
         (nodes - 3..=nodes)
@@ -207,8 +207,8 @@ fn ecmp_spreads_flows_over_spines_deterministically() {
 #[test]
 fn runs_are_deterministic() {
     let s = incast16("1MiB", "pfc = false\nrto_exponent = 8");
-    let a = experiment::run(&s, None, false).unwrap();
-    let b = experiment::run(&s, None, false).unwrap();
+    let a = runner::run(&s, None, false).unwrap();
+    let b = runner::run(&s, None, false).unwrap();
     assert_eq!(a.report, b.report);
     assert_eq!(a.rates, b.rates);
 }

@@ -1,8 +1,8 @@
 //! `fabricsim collective`: a message-size sweep of one collective, printed the way
 //! nccl-tests prints it.
 
-use crate::experiment;
 use crate::results::{collective_results, CollectiveResult};
+use crate::runner;
 use crate::scenario::Scenario;
 use fabricsim_core::units::{HostId, Time};
 use fabricsim_fabric::workload::collective::DEFAULT_CHUNK;
@@ -101,7 +101,7 @@ pub fn run(
             traffic: vec![Traffic::Collective(Collective { size, ..c.clone() })],
             ..scenario.clone()
         };
-        let outcome = experiment::run(&s, None, true)?;
+        let outcome = runner::run(&s, None, true)?;
         out.extend(collective_results(&outcome));
     }
     Ok(out)

@@ -3,8 +3,8 @@
 
 mod common;
 use common::*;
-use fabricsim::experiment;
-use fabricsim::results::goodput_gbps;
+use fabricsim_experiment::results::goodput_gbps;
+use fabricsim_experiment::runner;
 
 const RATE_GBPS: f64 = 400.0;
 
@@ -12,7 +12,7 @@ fn one_flow(topology: &str, dst: u32) -> (f64, f64) {
     let s = scenario(&format!(
         "[fabric]\nlink_rate = \"400Gbps\"\nmtu = 4096\n{topology}\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = {dst}\nsize = \"64MiB\"\n"
     ));
-    let out = experiment::run(&s, None, false).unwrap();
+    let out = runner::run(&s, None, false).unwrap();
     assert_eq!(out.report.flows[0].delivered_bytes, 64 << 20);
     assert_eq!(out.report.buffer_overflows, 0);
     let expected = RATE_GBPS * ib_efficiency(4096.0);

@@ -4,15 +4,15 @@
 
 mod common;
 use common::scenario;
-use fabricsim::experiment;
-use fabricsim::results::{data_path_summary, training_results, DataPathSummary};
+use fabricsim_experiment::results::{data_path_summary, training_results, DataPathSummary};
+use fabricsim_experiment::runner;
 use fabricsim_fabric::workload::datapath::pcie_rate;
 
-fn run(host: &str, traffic: &str) -> (DataPathSummary, fabricsim::experiment::Outcome) {
+fn run(host: &str, traffic: &str) -> (DataPathSummary, fabricsim_experiment::runner::Outcome) {
     let s = scenario(&format!(
         "[topology]\nkind = \"single-switch\"\nhosts = 8\n[host]\n{host}\n{traffic}"
     ));
-    let out = experiment::run(&s, None, false).unwrap();
+    let out = runner::run(&s, None, false).unwrap();
     (
         data_path_summary(&out).expect("messages took the data path"),
         out,

@@ -3,7 +3,7 @@
 //! RoCEv2: Ethernet frames without FCS (LINKTYPE_ETHERNET, 1), decoded as RRoCE on UDP
 //! port 4791 and as PFC MAC control frames.
 
-use crate::experiment::Capture;
+use crate::runner::Capture;
 use crate::scenario::FabricKind;
 use fabricsim_core::units::Time;
 use fabricsim_core::wire::erf;
@@ -20,6 +20,15 @@ pub enum LinkType {
 }
 
 impl LinkType {
+    /// The name the command line uses for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            LinkType::Erf => "erf",
+            LinkType::Infiniband => "infiniband",
+            LinkType::Ethernet => "ethernet",
+        }
+    }
+
     /// The link types a fabric's capture can be written as; the first is the default.
     pub fn allowed(fabric: FabricKind) -> &'static [LinkType] {
         match fabric {

@@ -4,12 +4,12 @@
 
 mod common;
 use common::{example, roce_sim, run_conserving, scenario, simulation, EventDriven};
-use fabricsim::experiment;
 use fabricsim_core::units::Time;
+use fabricsim_experiment::runner;
 use fabricsim_fabric::report::RunReport;
 
-fn run(s: &fabricsim::scenario::Scenario) -> RunReport {
-    experiment::run(s, None, false).unwrap().report
+fn run(s: &fabricsim_experiment::scenario::Scenario) -> RunReport {
+    runner::run(s, None, false).unwrap().report
 }
 
 fn fct(r: &RunReport, flow: usize) -> Option<Time> {
@@ -161,7 +161,7 @@ fn infiniband_credit_loop_is_detected_and_really_stuck() {
 fn infiniband_ring_without_a_loop_completes() {
     // Two-hop flows on the 5-ring: credits stall but every buffer keeps draining.
     let mut s = example("rocev2-pfc-deadlock.toml");
-    s.fabric = fabricsim::scenario::FabricKind::Infiniband;
+    s.fabric = fabricsim_experiment::scenario::FabricKind::Infiniband;
     let r = run(&s);
     assert!(r.deadlock.is_none());
     assert!(r.flows.iter().all(|f| f.delivered_bytes == 8_000_000));

@@ -4,15 +4,15 @@
 
 mod common;
 use common::scenario;
-use fabricsim::experiment;
-use fabricsim::results::{add_sensitivity, summary, training_results, TrainingResult};
 use fabricsim_core::wire::ib;
+use fabricsim_experiment::results::{add_sensitivity, summary, training_results, TrainingResult};
+use fabricsim_experiment::runner;
 
-fn job(traffic: &str) -> (fabricsim::scenario::Scenario, TrainingResult) {
+fn job(traffic: &str) -> (fabricsim_experiment::scenario::Scenario, TrainingResult) {
     let s = scenario(&format!(
         "[topology]\nkind = \"single-switch\"\nhosts = 8\n[[traffic]]\nkind = \"training\"\n{traffic}\n"
     ));
-    let out = experiment::run(&s, None, false).unwrap();
+    let out = runner::run(&s, None, false).unwrap();
     let r = training_results(&out).remove(0);
     (s, r)
 }
@@ -20,7 +20,7 @@ fn job(traffic: &str) -> (fabricsim::scenario::Scenario, TrainingResult) {
 /// Ring all-reduce time of `bytes` over 8 ranks at 400 Gb/s on one switch (as in
 /// collectives.rs: bandwidth term plus one step latency per step; chunk pipelining hides
 /// part of the latency term, so the simulated time sits up to a few per cent below).
-fn ring_ns(s: &fabricsim::scenario::Scenario, bytes: f64) -> f64 {
+fn ring_ns(s: &fabricsim_experiment::scenario::Scenario, bytes: f64) -> f64 {
     let frame = ib::write_packet_len(4096, false) as f64;
     let b = s.link_rate.bps() as f64 / 8.0 * 4096.0 / frame;
     let step = s.ib.hca_tx_latency
@@ -63,8 +63,8 @@ fn with_overlap_only_the_last_bucket_is_exposed() {
     let (s, r) =
         job("size = \"64MiB\"\nbuckets = 4\niterations = 3\nforward = \"1ms\"\nbackward = \"4ms\"");
     let alone = scenario("[topology]\nkind = \"single-switch\"\nhosts = 8\n[[traffic]]\nkind = \"collective\"\nop = \"all-reduce\"\nsize = \"16MiB\"\n");
-    let out = experiment::run(&alone, None, false).unwrap();
-    let t_bucket = fabricsim::results::collective_results(&out)[0]
+    let out = runner::run(&alone, None, false).unwrap();
+    let t_bucket = fabricsim_experiment::results::collective_results(&out)[0]
         .time_ns
         .unwrap();
     assert!(t_bucket < 1e6);
@@ -84,9 +84,9 @@ fn with_overlap_only_the_last_bucket_is_exposed() {
 #[test]
 fn one_more_microsecond_per_exchange_lengthens_the_job() {
     let s = scenario("[topology]\nkind = \"single-switch\"\nhosts = 8\n[[traffic]]\nkind = \"training\"\nsize = \"8MiB\"\nbuckets = 2\niterations = 2\nforward = \"50us\"\nbackward = \"100us\"\noverlap = false\njob_iterations = 1000000\n");
-    let out = experiment::run(&s, None, false).unwrap();
+    let out = runner::run(&s, None, false).unwrap();
     let mut sum = summary(&s, &out);
-    let plus = experiment::run(&experiment::plus_one_us_per_exchange(&s), None, false).unwrap();
+    let plus = runner::run(&runner::plus_one_us_per_exchange(&s), None, false).unwrap();
     add_sensitivity(&mut sum, &plus);
     let extra = sum.training[0]
         .extra_job_seconds_per_us_per_exchange
@@ -105,10 +105,11 @@ fn a_gpipe_iteration_is_its_compute_slots_plus_the_replica_all_reduce() {
     let (_, r) = job("size = \"64MiB\"\nbuckets = 1\niterations = 3\nforward = \"100us\"\nbackward = \"200us\"\npipeline_parallel = 4\nmicrobatches = 4");
     assert_eq!(r.compute_ns, 7.0 * 300e3);
     let pair = scenario("[topology]\nkind = \"single-switch\"\nhosts = 8\n[[traffic]]\nkind = \"collective\"\nop = \"all-reduce\"\nranks = [0, 2]\nsize = \"16MiB\"\n");
-    let t_ar =
-        fabricsim::results::collective_results(&experiment::run(&pair, None, false).unwrap())[0]
-            .time_ns
-            .unwrap();
+    let t_ar = fabricsim_experiment::results::collective_results(
+        &runner::run(&pair, None, false).unwrap(),
+    )[0]
+    .time_ns
+    .unwrap();
     assert_close(
         r.iteration_time_ns.unwrap(),
         7.0 * 300e3 + t_ar,
@@ -123,7 +124,7 @@ fn pipeline_stages_pay_for_their_activation_sends() {
     // stage 0: one iteration is 2 forwards, 2 backwards and 2 transfers.
     let (_, r) = job("ranks = [0, 1]\nsize = \"1MiB\"\niterations = 3\nforward = \"100us\"\nbackward = \"200us\"\npipeline_parallel = 2\nactivation = \"16MiB\"");
     let flow = scenario("[topology]\nkind = \"single-switch\"\nhosts = 8\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = \"16MiB\"\n");
-    let f = &experiment::run(&flow, None, false).unwrap().report.flows[0];
+    let f = &runner::run(&flow, None, false).unwrap().report.flows[0];
     let transfer = (f.finish.unwrap() - f.start).ps() as f64 / 1e3;
     assert_close(
         r.iteration_time_ns.unwrap(),

@@ -1,0 +1,102 @@
+//! `fabricsim bench`: the reference benchmark (a 128-host k=8 fat-tree, a permutation of
+//! 64 MiB per host, adaptive routing), timed over several runs, with measured memory.
+
+use crate::heap;
+use crate::results;
+use crate::runner::{self, Outcome};
+use crate::scenario::Scenario;
+use fabricsim_fabric::infiniband::Simulation;
+use std::fmt::Write as _;
+
+/// The reference scenario (examples/bench-fat-tree-k8.toml).
+const BENCH_SCENARIO: &str = include_str!("../../../examples/bench-fat-tree-k8.toml");
+
+/// Peak resident memory of this process in bytes (Linux VmHWM), if readable.
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// The reference scenario with `size` per host and, if given, another VL buffer size.
+fn bench_scenario(size: &str, vl_buffer: Option<&str>) -> Result<Scenario, String> {
+    let mut text = BENCH_SCENARIO.replace("size = \"64MiB\"", &format!("size = \"{size}\""));
+    if let Some(b) = vl_buffer {
+        text = text.replace(
+            "adaptive_routing = true",
+            &format!("adaptive_routing = true\nvl_buffer = \"{b}\""),
+        );
+    }
+    Scenario::parse(&text, "bench-fat-tree-k8").map_err(|e| e.to_string())
+}
+
+/// Runs `scenario`, returning its outcome and the growth of the heap's peak over the heap
+/// in use before it started. The figure is real only in a process whose global allocator
+/// is [`heap::Counting`] (the `fabricsim` binary); elsewhere it is 0.
+fn measured_run(scenario: &Scenario) -> Result<(Outcome, usize), String> {
+    let before = heap::in_use();
+    heap::reset_peak();
+    let outcome = runner::run(scenario, None, true)?;
+    Ok((outcome, heap::peak().saturating_sub(before)))
+}
+
+/// Runs the benchmark `runs` times (`size` per host, default 64 MiB) and returns its
+/// report, one `name value` line per figure: median events/s and wall time with the
+/// range, peak memory, and bytes per packet in flight measured as the extra peak heap of
+/// a run with 4x the VL buffers over its extra packets. Fails if the runs' event counts
+/// differ.
+pub fn run(size: Option<&str>, runs: u32) -> Result<String, String> {
+    let scenario = bench_scenario(size.unwrap_or("64MiB"), None)?;
+    let (outcome, heap_growth) = measured_run(&scenario)?;
+    let mut walls = vec![outcome.wall_seconds];
+    for _ in 1..runs {
+        let again = runner::run(&scenario, None, true)?;
+        if again.report.events != outcome.report.events {
+            return Err("the benchmark's runs differ: the simulator is not deterministic".into());
+        }
+        walls.push(again.wall_seconds);
+    }
+    walls.sort_by(f64::total_cmp);
+    let median = walls[walls.len() / 2];
+    let r = &outcome.report;
+    let rate = |wall: f64| r.events as f64 / wall;
+    let mut s = String::new();
+    let _ = writeln!(s, "scenario            {}", scenario.name);
+    let _ = writeln!(s, "hosts               128 (k=8 fat-tree), permutation");
+    let _ = writeln!(s, "events              {}", r.events);
+    let _ = writeln!(s, "runs                {runs}");
+    let _ = writeln!(s, "wall_seconds        {median:.3}");
+    let _ = writeln!(s, "events_per_second   {:.0}", rate(median));
+    let _ = writeln!(
+        s,
+        "events_per_second_range {:.0} {:.0}",
+        rate(walls[walls.len() - 1]),
+        rate(walls[0])
+    );
+    let _ = writeln!(
+        s,
+        "ns_per_event        {:.1}",
+        median * 1e9 / r.events as f64
+    );
+    let _ = writeln!(s, "simulated           {}", r.sim_time);
+    let _ = writeln!(s, "goodput_gbps        {:.1}", results::goodput_gbps(r));
+    let _ = writeln!(s, "peak_rss_bytes      {}", peak_rss().unwrap_or(0));
+    let _ = writeln!(s, "peak_heap_growth_bytes {heap_growth}");
+    let _ = writeln!(s, "peak_packets_in_flight {}", r.peak_packets_in_flight);
+    let (small, small_heap) = measured_run(&bench_scenario("8MiB", Some("32KiB"))?)?;
+    let (large, large_heap) = measured_run(&bench_scenario("8MiB", Some("128KiB"))?)?;
+    let extra_packets = large
+        .report
+        .peak_packets_in_flight
+        .saturating_sub(small.report.peak_packets_in_flight);
+    let _ = writeln!(
+        s,
+        "bytes_per_packet_in_flight {:.0} (measured: +{} B peak heap for +{} packets with 4x VL buffers; {} B of state per packet)",
+        large_heap.saturating_sub(small_heap) as f64 / extra_packets.max(1) as f64,
+        large_heap.saturating_sub(small_heap),
+        extra_packets,
+        Simulation::bytes_per_packet_in_flight(),
+    );
+    Ok(s)
+}
