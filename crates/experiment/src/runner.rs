@@ -122,6 +122,32 @@ pub fn run(
             Model::Roce(Box::new(roce))
         }
     };
+    let wall_seconds = drive(&mut sim, progress);
+    Ok(match sim {
+        Model::Ib(s) => Outcome {
+            report: s.report(),
+            wall_seconds,
+            captured: Capture::Infiniband(s.captured().to_vec()),
+            rates: Vec::new(),
+            collectives: workload.collectives,
+            trainings: workload.trainings,
+            data_paths: workload.data_paths,
+        },
+        Model::Roce(s) => Outcome {
+            report: s.report(),
+            wall_seconds,
+            captured: Capture::Ethernet(s.captured().to_vec()),
+            rates: s.rate_samples().to_vec(),
+            collectives: workload.collectives,
+            trainings: workload.trainings,
+            data_paths: workload.data_paths,
+        },
+    })
+}
+
+/// Runs `sim` to its end in slices; with `progress`, a bar on standard error (events,
+/// events/s, simulated time) once the run has lasted a second. Returns the wall time.
+fn drive(sim: &mut Model, progress: bool) -> f64 {
     let started = Instant::now();
     let mut bar: Option<ProgressBar> = None;
     while !sim.step(SLICE) {
@@ -152,27 +178,7 @@ pub fn run(
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let wall_seconds = started.elapsed().as_secs_f64();
-    Ok(match sim {
-        Model::Ib(s) => Outcome {
-            report: s.report(),
-            wall_seconds,
-            captured: Capture::Infiniband(s.captured().to_vec()),
-            rates: Vec::new(),
-            collectives: workload.collectives,
-            trainings: workload.trainings,
-            data_paths: workload.data_paths,
-        },
-        Model::Roce(s) => Outcome {
-            report: s.report(),
-            wall_seconds,
-            captured: Capture::Ethernet(s.captured().to_vec()),
-            rates: s.rate_samples().to_vec(),
-            collectives: workload.collectives,
-            trainings: workload.trainings,
-            data_paths: workload.data_paths,
-        },
-    })
+    started.elapsed().as_secs_f64()
 }
 
 /// The scenario with one more microsecond on every message's posting (both fabrics' NIC

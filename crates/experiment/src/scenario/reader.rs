@@ -1,0 +1,230 @@
+//! Reading values out of the parsed TOML: every check names the key, the value as
+//! written and its line.
+
+use super::ScenarioError;
+use fabricsim_core::units::{parse_quantity, BitRate, Dimension, HostId, Time};
+use serde::Deserialize;
+use std::path::Path;
+use toml::Spanned;
+
+/// A value as written: a string with a unit, or a bare number.
+#[derive(Deserialize, Clone, Debug)]
+#[serde(untagged)]
+pub(super) enum Raw {
+    Int(i64),
+    Float(f64),
+    Str(String),
+}
+
+/// An optional key's value with its place in the file.
+pub(super) type Field = Option<Spanned<Raw>>;
+
+/// A message as a scenario error.
+pub(super) fn invalid(msg: String) -> ScenarioError {
+    ScenarioError::Invalid(msg)
+}
+
+/// The value as the user wrote it: strings quoted.
+fn show(r: &Raw) -> String {
+    match r {
+        Raw::Int(i) => i.to_string(),
+        Raw::Float(f) => f.to_string(),
+        Raw::Str(s) => format!("\"{s}\""),
+    }
+}
+
+/// The scenario text, to turn spans into line numbers for error messages.
+pub(super) struct Ctx<'a> {
+    pub text: &'a str,
+}
+
+impl Ctx<'_> {
+    /// The 1-based line where `span` starts.
+    pub fn line(&self, span: std::ops::Range<usize>) -> usize {
+        self.text[..span.start.min(self.text.len())]
+            .matches('\n')
+            .count()
+            + 1
+    }
+
+    /// `line N: key = value: msg`.
+    pub fn err(&self, key: &str, v: &Spanned<Raw>, msg: &str) -> ScenarioError {
+        invalid(format!(
+            "line {}: {key} = {}: {msg}",
+            self.line(v.span()),
+            show(v.get_ref())
+        ))
+    }
+
+    /// A quantity of `dim` in its base unit (ps, b/s, bytes, mm): a string with a unit,
+    /// or a plain integer where the dimension allows one (bytes; a time of 0).
+    pub fn quantity(
+        &self,
+        key: &str,
+        v: &Field,
+        dim: Dimension,
+    ) -> Result<Option<u64>, ScenarioError> {
+        let Some(v) = v else { return Ok(None) };
+        let value = match v.get_ref() {
+            Raw::Str(s) => parse_quantity(s, dim).map_err(|m| self.err(key, v, &m))?,
+            Raw::Int(i) if dim == Dimension::Size && *i >= 0 => *i as u64,
+            Raw::Int(i) if *i < 0 => return Err(self.err(key, v, "must not be negative")),
+            Raw::Int(0) if dim == Dimension::Time => 0,
+            _ => {
+                return Err(self.err(
+                    key,
+                    v,
+                    &format!(
+                        "a {} needs a unit, as a string like \"{}\"",
+                        dim.name(),
+                        dim.example()
+                    ),
+                ))
+            }
+        };
+        Ok(Some(value))
+    }
+
+    /// A quantity that must be above zero.
+    pub fn positive(
+        &self,
+        key: &str,
+        v: &Field,
+        dim: Dimension,
+    ) -> Result<Option<u64>, ScenarioError> {
+        match self.quantity(key, v, dim)? {
+            Some(0) => Err(self.err(
+                key,
+                v.as_ref().expect("parsed"),
+                &format!("a {} must be above zero", dim.name()),
+            )),
+            other => Ok(other),
+        }
+    }
+
+    /// A time (zero allowed).
+    pub fn time(&self, key: &str, v: &Field) -> Result<Option<Time>, ScenarioError> {
+        Ok(self.quantity(key, v, Dimension::Time)?.map(Time))
+    }
+
+    /// A time above zero.
+    pub fn positive_time(&self, key: &str, v: &Field) -> Result<Option<Time>, ScenarioError> {
+        Ok(self.positive(key, v, Dimension::Time)?.map(Time))
+    }
+
+    /// A rate above zero.
+    pub fn rate(&self, key: &str, v: &Field) -> Result<Option<BitRate>, ScenarioError> {
+        Ok(self.positive(key, v, Dimension::Rate)?.map(BitRate))
+    }
+
+    /// A plain integer from `min` to `max`.
+    pub fn count(
+        &self,
+        key: &str,
+        v: &Field,
+        min: u64,
+        max: u64,
+    ) -> Result<Option<u64>, ScenarioError> {
+        let Some(s) = v else { return Ok(None) };
+        match s.get_ref() {
+            Raw::Int(i) if *i >= min as i64 && *i as u64 <= max => Ok(Some(*i as u64)),
+            Raw::Int(_) => {
+                Err(self.err(key, s, &format!("must be an integer from {min} to {max}")))
+            }
+            _ => Err(self.err(key, s, "must be a plain integer")),
+        }
+    }
+
+    /// An entry of a list of plain integers from `min` to `max`.
+    pub fn entry(
+        &self,
+        key: &str,
+        v: &Spanned<Raw>,
+        min: u64,
+        max: u64,
+    ) -> Result<u64, ScenarioError> {
+        Ok(self.count(key, &Some(v.clone()), min, max)?.expect("given"))
+    }
+
+    /// A host index below `hosts`.
+    pub fn host(&self, key: &str, v: &Spanned<Raw>, hosts: u32) -> Result<HostId, ScenarioError> {
+        match v.get_ref() {
+            Raw::Int(i) if *i >= 0 && (*i as u64) < hosts as u64 => Ok(HostId(*i as u32)),
+            Raw::Int(_) => Err(self.err(
+                key,
+                v,
+                &format!(
+                    "host index out of range: the topology has hosts 0 to {}",
+                    hosts - 1
+                ),
+            )),
+            _ => Err(self.err(key, v, "must be a host index (an integer)")),
+        }
+    }
+
+    /// One of `allowed` names: `line N: key = "value": expected one of [...]`.
+    pub fn choice<'v>(
+        &self,
+        key: &str,
+        v: &'v Option<Spanned<String>>,
+        allowed: &[&str],
+    ) -> Result<Option<&'v str>, ScenarioError> {
+        match v {
+            None => Ok(None),
+            Some(s) if allowed.contains(&s.get_ref().as_str()) => Ok(Some(s.get_ref())),
+            Some(s) => Err(self.unexpected(key, s, &format!("one of {allowed:?}"))),
+        }
+    }
+
+    /// A name parsed by `parse`, else `line N: key = "value": expected one of names`.
+    pub fn named<T>(
+        &self,
+        key: &str,
+        v: &Spanned<String>,
+        parse: impl Fn(&str) -> Option<T>,
+        names: &[&str],
+    ) -> Result<T, ScenarioError> {
+        parse(v.get_ref()).ok_or_else(|| self.unexpected(key, v, &format!("one of {names:?}")))
+    }
+
+    /// `line N: key = "value": expected {what}`.
+    pub fn unexpected(&self, key: &str, v: &Spanned<String>, what: &str) -> ScenarioError {
+        invalid(format!(
+            "line {}: {key} = \"{}\": expected {what}",
+            self.line(v.span()),
+            v.get_ref()
+        ))
+    }
+
+    /// Reads the file a `key = "path"` entry names, relative to `base`. Returns the path
+    /// as written and the text.
+    pub fn read_named(
+        &self,
+        base: &Path,
+        key: &str,
+        path: &Spanned<String>,
+    ) -> Result<(String, String), ScenarioError> {
+        let shown = path.get_ref().clone();
+        let full = base.join(&shown);
+        let text = std::fs::read_to_string(&full).map_err(|e| {
+            invalid(format!(
+                "line {}: {key} = \"{shown}\": cannot read {}: {e}",
+                self.line(path.span()),
+                full.display()
+            ))
+        })?;
+        Ok((shown, text))
+    }
+}
+
+/// Refuses the first of `keys` that is present: `{prefix}{key}: not a key of {what}`.
+pub(super) fn reject_present(
+    keys: &[(&str, bool)],
+    prefix: &str,
+    what: &str,
+) -> Result<(), ScenarioError> {
+    match keys.iter().find(|(_, present)| *present) {
+        Some((k, _)) => Err(invalid(format!("{prefix}{k}: not a key of {what}"))),
+        None => Ok(()),
+    }
+}

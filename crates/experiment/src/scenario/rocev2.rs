@@ -1,0 +1,309 @@
+//! `[fabric.rocev2]`: PFC and the shared buffer, ECN marking, DCQCN and its overrides,
+//! loss recovery, NIC timings; its pathology keys are in [`super::pathologies`].
+
+use super::pathologies::{self, FilePauseStorm};
+use super::reader::{invalid, Ctx, Field};
+use super::ScenarioError;
+use fabricsim_core::proto::dcqcn::DcqcnPreset;
+use fabricsim_core::proto::ecn::RedParams;
+use fabricsim_core::units::{BitRate, ByteSize, Dimension};
+use fabricsim_core::wire::roce::IpVersion;
+use fabricsim_fabric::rocev2::{hpcc_ecn, DcqcnConfig, EcnConfig, RoceConfig};
+use serde::Deserialize;
+use std::fmt::Write as _;
+use toml::Spanned;
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileRoce {
+    pfc: Option<bool>,
+    switch_buffer: Field,
+    headroom: Field,
+    reserve: Field,
+    alpha_shift: Field,
+    ecn: Option<FileEcn>,
+    congestion_control: Option<Spanned<String>>,
+    dcqcn_preset: Option<Spanned<String>>,
+    loss_recovery: Option<Spanned<String>>,
+    ip: Option<Spanned<String>>,
+    ack_every: Field,
+    rto_exponent: Field,
+    nic_tx_latency: Field,
+    nic_rx_latency: Field,
+    cnp_interval: Field,
+    dcqcn_g: Option<f64>,
+    alpha_period: Field,
+    increase_period: Field,
+    byte_counter: Field,
+    fast_recovery_steps: Field,
+    rate_ai: Field,
+    rate_hai: Field,
+    min_rate: Field,
+    rate_decrease_period: Field,
+    pub pfc_watchdog: Field,
+    pub pfc_watchdog_restore: Field,
+    pub deadlock_check: Field,
+    pub rate_sample: Field,
+    #[serde(default)]
+    pub pause_storm: Vec<FilePauseStorm>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileEcn {
+    enabled: Option<bool>,
+    kmin: Field,
+    kmax: Field,
+    pmax: Option<f64>,
+    scale_from: Field,
+}
+
+pub(super) fn key(k: &str) -> String {
+    format!("fabric.rocev2.{k}")
+}
+
+/// Reads `[fabric.rocev2]` into `roce` (starting from its defaults); `hosts` bounds the
+/// pause storms' hosts.
+pub(super) fn parse(
+    c: &Ctx,
+    f: &FileRoce,
+    roce: &mut RoceConfig,
+    link_rate: BitRate,
+    hosts: u32,
+) -> Result<(), ScenarioError> {
+    roce.pfc = f.pfc.unwrap_or(true);
+    if let Some(b) = c.positive(&key("switch_buffer"), &f.switch_buffer, Dimension::Size)? {
+        roce.switch_buffer = b;
+    }
+    if let Some(h) = c.quantity(&key("headroom"), &f.headroom, Dimension::Size)? {
+        if !roce.pfc {
+            return Err(invalid(format!(
+                "{}: set while pfc = false; it would do nothing",
+                key("headroom")
+            )));
+        }
+        roce.headroom = Some(h);
+    }
+    if let Some(r) = c.quantity(&key("reserve"), &f.reserve, Dimension::Size)? {
+        roce.reserve = r;
+    }
+    if let Some(a) = c.count(&key("alpha_shift"), &f.alpha_shift, 0, 16)? {
+        roce.alpha_shift = a as u32;
+    }
+    if let Some(ip) = c.choice(&key("ip"), &f.ip, &["ipv4", "ipv6"])? {
+        roce.ip = if ip == "ipv6" {
+            IpVersion::V6
+        } else {
+            IpVersion::V4
+        };
+    }
+    c.choice(&key("loss_recovery"), &f.loss_recovery, &["go-back-n"])?;
+    pathologies::parse(c, f, roce, hosts)?;
+    if let Some(a) = c.count(&key("ack_every"), &f.ack_every, 1, 1 << 20)? {
+        roce.ack_every = a as u32;
+    }
+    if let Some(t) = c.count(&key("rto_exponent"), &f.rto_exponent, 0, 31)? {
+        roce.rto_exponent = t as u32;
+    }
+    if let Some(t) = c.time(&key("nic_tx_latency"), &f.nic_tx_latency)? {
+        roce.nic_tx_latency = t;
+    }
+    if let Some(t) = c.time(&key("nic_rx_latency"), &f.nic_rx_latency)? {
+        roce.nic_rx_latency = t;
+    }
+    if let Some(e) = &f.ecn {
+        roce.ecn = ecn(c, e)?;
+    }
+    roce.dcqcn = dcqcn(c, f, link_rate)?;
+    Ok(())
+}
+
+/// `ecn = { ... }`: RED thresholds, or `enabled = false` for none.
+fn ecn(c: &Ctx, e: &FileEcn) -> Result<Option<EcnConfig>, ScenarioError> {
+    if e.enabled == Some(false) {
+        return Ok(None);
+    }
+    let d = hpcc_ecn();
+    let red = RedParams {
+        kmin: c
+            .quantity(&key("ecn.kmin"), &e.kmin, Dimension::Size)?
+            .unwrap_or(d.red.kmin),
+        kmax: c
+            .quantity(&key("ecn.kmax"), &e.kmax, Dimension::Size)?
+            .unwrap_or(d.red.kmax),
+        pmax: e.pmax.unwrap_or(d.red.pmax),
+    };
+    if red.kmax < red.kmin || !(0.0..=1.0).contains(&red.pmax) {
+        return Err(invalid(format!(
+            "{}: needs kmin <= kmax and 0 <= pmax <= 1 (got kmin {} B, kmax {} B, pmax {})",
+            key("ecn"),
+            red.kmin,
+            red.kmax,
+            red.pmax
+        )));
+    }
+    // Thresholds written in the file hold on every port unless scale_from is given.
+    let explicit = e.kmin.is_some() || e.kmax.is_some();
+    let scale_from = match c.rate(&key("ecn.scale_from"), &e.scale_from)? {
+        Some(r) => Some(r),
+        None if explicit => None,
+        None => d.scale_from,
+    };
+    Ok(Some(EcnConfig { red, scale_from }))
+}
+
+/// `congestion_control`: DCQCN (the default, with the ConnectX firmware's parameters, a
+/// preset and overrides) or `"none"`, where any DCQCN key is refused.
+fn dcqcn(c: &Ctx, f: &FileRoce, link_rate: BitRate) -> Result<Option<DcqcnConfig>, ScenarioError> {
+    let cc = c.choice(
+        &key("congestion_control"),
+        &f.congestion_control,
+        &["none", "dcqcn"],
+    )?;
+    let preset = c.choice(&key("dcqcn_preset"), &f.dcqcn_preset, &DcqcnPreset::NAMES)?;
+    if cc == Some("none") {
+        let overrides = [
+            ("alpha_period", &f.alpha_period),
+            ("increase_period", &f.increase_period),
+            ("byte_counter", &f.byte_counter),
+            ("fast_recovery_steps", &f.fast_recovery_steps),
+            ("rate_ai", &f.rate_ai),
+            ("rate_hai", &f.rate_hai),
+            ("min_rate", &f.min_rate),
+            ("rate_decrease_period", &f.rate_decrease_period),
+            ("cnp_interval", &f.cnp_interval),
+        ];
+        let given = overrides.iter().find(|(_, v)| v.is_some()).map(|(k, _)| *k);
+        let given =
+            given.or((preset.is_some() || f.dcqcn_g.is_some()).then_some("dcqcn_preset / dcqcn_g"));
+        if let Some(k) = given {
+            return Err(invalid(format!(
+                "{}: set while congestion_control = \"none\"; it would do nothing",
+                key(k)
+            )));
+        }
+        return Ok(None);
+    }
+    let preset = DcqcnPreset::parse(preset.unwrap_or("connectx")).expect("validated");
+    let mut d = DcqcnConfig::preset(preset, link_rate);
+    dcqcn_overrides(c, f, &mut d)?;
+    Ok(Some(d))
+}
+
+/// The DCQCN keys that override the preset's parameters.
+fn dcqcn_overrides(c: &Ctx, f: &FileRoce, d: &mut DcqcnConfig) -> Result<(), ScenarioError> {
+    let p = &mut d.params;
+    if let Some(g) = f.dcqcn_g {
+        if !(g > 0.0 && g <= 1.0) {
+            return Err(invalid(format!(
+                "{} = {g}: must be in (0, 1]",
+                key("dcqcn_g")
+            )));
+        }
+        p.g = g;
+    }
+    if let Some(t) = c.positive_time(&key("alpha_period"), &f.alpha_period)? {
+        p.alpha_period = t;
+    }
+    if let Some(t) = c.positive_time(&key("increase_period"), &f.increase_period)? {
+        p.increase_period = t;
+    }
+    if let Some(b) = c.positive(&key("byte_counter"), &f.byte_counter, Dimension::Size)? {
+        p.byte_counter = Some(b);
+    }
+    if let Some(n) = c.count(&key("fast_recovery_steps"), &f.fast_recovery_steps, 0, 1000)? {
+        p.fast_recovery_steps = n as u32;
+    }
+    if let Some(r) = c.rate(&key("rate_ai"), &f.rate_ai)? {
+        p.rate_ai = r;
+    }
+    if let Some(r) = c.rate(&key("rate_hai"), &f.rate_hai)? {
+        p.rate_hai = r;
+    }
+    if let Some(r) = c.rate(&key("min_rate"), &f.min_rate)? {
+        p.min_rate = r;
+    }
+    if let Some(t) = c.time(&key("rate_decrease_period"), &f.rate_decrease_period)? {
+        p.rate_decrease_period = t;
+    }
+    if let Some(t) = c.time(&key("cnp_interval"), &f.cnp_interval)? {
+        d.cnp_interval = t;
+    }
+    Ok(())
+}
+
+/// `[fabric.rocev2]` with every default filled in.
+pub(super) fn write_toml(r: &RoceConfig, link_rate: BitRate, s: &mut String) {
+    let _ = writeln!(
+        s,
+        "\n[fabric.rocev2]\nip = \"{}\"\npfc = {}\nswitch_buffer = \"{}\"\nreserve = \"{}\"\nalpha_shift = {}\nloss_recovery = \"go-back-n\"\nack_every = {}\nrto_exponent = {}   # {}\nnic_tx_latency = \"{}\"\nnic_rx_latency = \"{}\"",
+        if r.ip == IpVersion::V6 { "ipv6" } else { "ipv4" },
+        r.pfc,
+        ByteSize(r.switch_buffer),
+        ByteSize(r.reserve),
+        r.alpha_shift,
+        r.ack_every,
+        r.rto_exponent,
+        r.rto(),
+        r.nic_tx_latency,
+        r.nic_rx_latency
+    );
+    if r.pfc {
+        let _ = writeln!(
+            s,
+            "headroom = \"{}\"{}",
+            ByteSize(r.headroom_for(link_rate)),
+            if r.headroom.is_none() {
+                "   # the mlx5 rule at link_rate"
+            } else {
+                ""
+            }
+        );
+    }
+    pathologies::write_keys(r, s);
+    write_congestion_toml(r, s);
+    pathologies::write_storms(r, s);
+}
+
+/// `congestion_control` with DCQCN's parameters, and `ecn`.
+fn write_congestion_toml(r: &RoceConfig, s: &mut String) {
+    match &r.dcqcn {
+        None => {
+            let _ = writeln!(s, "congestion_control = \"none\"");
+        }
+        Some(d) => {
+            let p = &d.params;
+            let _ = writeln!(
+                s,
+                "congestion_control = \"dcqcn\"\ndcqcn_preset = \"{}\"\ndcqcn_g = {}\nalpha_period = \"{}\"\nincrease_period = \"{}\"\n{}fast_recovery_steps = {}\nrate_ai = \"{}\"\nrate_hai = \"{}\"\nmin_rate = \"{}\"\nrate_decrease_period = \"{}\"\ncnp_interval = \"{}\"",
+                d.preset.name(),
+                p.g,
+                p.alpha_period,
+                p.increase_period,
+                p.byte_counter.map_or("# byte_counter: off\n".to_string(), |b| format!("byte_counter = {b}\n")),
+                p.fast_recovery_steps,
+                p.rate_ai,
+                p.rate_hai,
+                p.min_rate,
+                p.rate_decrease_period,
+                d.cnp_interval
+            );
+        }
+    }
+    match &r.ecn {
+        None => {
+            let _ = writeln!(s, "ecn = {{ enabled = false }}");
+        }
+        Some(e) => {
+            let _ = writeln!(
+                s,
+                "ecn = {{ kmin = \"{}\", kmax = \"{}\", pmax = {}{} }}",
+                ByteSize(e.red.kmin),
+                ByteSize(e.red.kmax),
+                e.red.pmax,
+                e.scale_from
+                    .map_or(String::new(), |r| format!(", scale_from = \"{r}\""))
+            );
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! `collective` and `training` entries: NCCL-style collectives over ranks, and
+//! data-, tensor- and pipeline-parallel training jobs.
+
+use super::{ids, Common, Entry};
+use crate::scenario::reader::invalid;
+use crate::scenario::ScenarioError;
+use fabricsim_core::units::{ByteSize, Dimension, HostId, Time};
+use fabricsim_fabric::workload::collective::DEFAULT_CHUNK;
+use fabricsim_fabric::workload::{
+    Collective, CollectiveAlgorithm, CollectiveOp, Traffic, Training,
+};
+use std::fmt::Write as _;
+
+impl Entry<'_> {
+    /// `algorithm`, or `default`.
+    pub(super) fn algorithm(
+        &self,
+        default: CollectiveAlgorithm,
+    ) -> Result<CollectiveAlgorithm, ScenarioError> {
+        match &self.tr.algorithm {
+            None => Ok(default),
+            Some(a) => self.c.named(
+                &self.at("algorithm"),
+                a,
+                CollectiveAlgorithm::parse,
+                &CollectiveAlgorithm::NAMES,
+            ),
+        }
+    }
+
+    /// `channels` (default 1) and `chunk` (default NCCL's 512 KiB).
+    fn channels_and_chunk(&self) -> Result<(u32, u64), ScenarioError> {
+        let (c, tr) = (self.c, self.tr);
+        Ok((
+            c.count(&self.at("channels"), &tr.channels, 1, 64)?
+                .unwrap_or(1) as u32,
+            c.positive(&self.at("chunk"), &tr.chunk, Dimension::Size)?
+                .unwrap_or(DEFAULT_CHUNK),
+        ))
+    }
+
+    /// The hierarchical algorithm's ranks must come server by server.
+    fn check_groups(
+        &self,
+        algorithm: CollectiveAlgorithm,
+        ranks: &[HostId],
+        what: &str,
+    ) -> Result<(), ScenarioError> {
+        if algorithm == CollectiveAlgorithm::Hierarchical {
+            check_server_groups(ranks, self.set.gpus_per_node)
+                .map_err(|m| invalid(format!("traffic[{}] ({what}): {m}", self.i)))?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn collective(
+        &self,
+        Common { size, start, sl }: Common,
+    ) -> Result<Traffic, ScenarioError> {
+        let (c, i, tr) = (self.c, self.i, self.tr);
+        let op_text = tr.op.as_ref().ok_or_else(|| {
+            invalid(format!(
+                "traffic[{i}] (collective): op is required, one of {:?}",
+                CollectiveOp::NAMES
+            ))
+        })?;
+        let op = c.named(
+            &self.at("op"),
+            op_text,
+            CollectiveOp::parse,
+            &CollectiveOp::NAMES,
+        )?;
+        let algorithm = self.algorithm(op.default_algorithm())?;
+        let ranks = self.hosts_or_all(&tr.ranks, "ranks")?;
+        let (channels, chunk) = self.channels_and_chunk()?;
+        let collective = Collective {
+            op,
+            algorithm,
+            ranks,
+            size,
+            start,
+            channels,
+            chunk,
+            sl,
+            root: c
+                .count(&self.at("root"), &tr.root, 0, u32::MAX as u64)?
+                .unwrap_or(0) as u32,
+            group: self.set.gpus_per_node,
+        };
+        self.check_groups(algorithm, &collective.ranks, "collective")?;
+        collective
+            .validate()
+            .map_err(|m| invalid(format!("traffic[{i}] (collective): {m}")))?;
+        Ok(Traffic::Collective(collective))
+    }
+
+    pub(super) fn training(
+        &self,
+        Common { size, start, sl }: Common,
+    ) -> Result<Traffic, ScenarioError> {
+        let (c, i, tr) = (self.c, self.i, self.tr);
+        let algorithm = self.algorithm(CollectiveAlgorithm::Ring)?;
+        let ranks = self.hosts_or_all(&tr.ranks, "ranks")?;
+        self.check_groups(algorithm, &ranks, "training")?;
+        let count = |k: &str, v, max: u64, default: u32| -> Result<u32, ScenarioError> {
+            Ok(c.count(&self.at(k), v, 1, max)?
+                .map_or(default, |n| n as u32))
+        };
+        let time = |k: &str, v, default: Time| -> Result<Time, ScenarioError> {
+            Ok(c.time(&self.at(k), v)?.unwrap_or(default))
+        };
+        let buckets = count("buckets", &tr.buckets, 4096, 4)?;
+        let iterations = count("iterations", &tr.iterations, 1000, 3)?;
+        let forward = time("forward", &tr.forward, Time::from_us(100))?;
+        let backward = time("backward", &tr.backward, Time::from_us(200))?;
+        let (channels, chunk) = self.channels_and_chunk()?;
+        let job = Training {
+            ranks,
+            gradient: size,
+            buckets,
+            iterations,
+            forward,
+            backward,
+            overlap: tr.overlap.unwrap_or(true),
+            algorithm,
+            channels,
+            chunk,
+            group: self.set.gpus_per_node,
+            sl,
+            start,
+            job_iterations: c
+                .count(
+                    &self.at("job_iterations"),
+                    &tr.job_iterations,
+                    1,
+                    u64::MAX >> 1,
+                )?
+                .unwrap_or(100_000),
+            tensor_parallel: count("tensor_parallel", &tr.tensor_parallel, 4096, 1)?,
+            pipeline_parallel: count("pipeline_parallel", &tr.pipeline_parallel, 4096, 1)?,
+            microbatches: count("microbatches", &tr.microbatches, 4096, 1)?,
+            activation: c
+                .quantity(&self.at("activation"), &tr.activation, Dimension::Size)?
+                .unwrap_or(0),
+        };
+        job.validate()
+            .map_err(|m| invalid(format!("traffic[{i}] (training): {m}")))?;
+        Ok(Traffic::Training(job))
+    }
+}
+
+/// The hierarchical algorithm takes ranks server by server: each run of `gpus`
+/// consecutive ranks must be the GPUs of one server.
+fn check_server_groups(ranks: &[HostId], gpus: u32) -> Result<(), String> {
+    for chunk in ranks.chunks(gpus.max(1) as usize) {
+        let server = chunk[0].0 / gpus.max(1);
+        if chunk.len() != gpus as usize || chunk.iter().any(|h| h.0 / gpus != server) {
+            return Err(format!(
+                "hierarchical: ranks must come server by server, {gpus} GPUs of one server at a time (gpus_per_node = {gpus})"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A collective or training entry, every default filled in.
+pub(super) fn write_toml(t: &Traffic, s: &mut String) -> std::fmt::Result {
+    match t {
+        Traffic::Collective(c) => writeln!(
+            s,
+            "\n[[traffic]]\nkind = \"collective\"\nop = \"{}\"\nalgorithm = \"{}\"\nranks = {:?}\nsize = \"{}\"\nstart = \"{}\"\nchannels = {}\nchunk = \"{}\"\nroot = {}\nsl = {}",
+            c.op.name(),
+            c.algorithm.name(),
+            ids(&c.ranks),
+            ByteSize(c.size),
+            c.start,
+            c.channels,
+            ByteSize(c.chunk),
+            c.root,
+            c.sl
+        ),
+        Traffic::Training(t) => writeln!(
+            s,
+            "\n[[traffic]]\nkind = \"training\"\nranks = {:?}\nsize = \"{}\"   # gradient bytes per iteration\nbuckets = {}\niterations = {}\nforward = \"{}\"\nbackward = \"{}\"\noverlap = {}\nalgorithm = \"{}\"\nchannels = {}\nchunk = \"{}\"\njob_iterations = {}\ntensor_parallel = {}\npipeline_parallel = {}\nmicrobatches = {}\nactivation = \"{}\"\nstart = \"{}\"\nsl = {}",
+            ids(&t.ranks),
+            ByteSize(t.gradient),
+            t.buckets,
+            t.iterations,
+            t.forward,
+            t.backward,
+            t.overlap,
+            t.algorithm.name(),
+            t.channels,
+            ByteSize(t.chunk),
+            t.job_iterations,
+            t.tensor_parallel,
+            t.pipeline_parallel,
+            t.microbatches,
+            ByteSize(t.activation),
+            t.start,
+            t.sl
+        ),
+        _ => Ok(()),
+    }
+}
