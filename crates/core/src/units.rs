@@ -111,6 +111,16 @@ impl BitRate {
             .flatten()
     }
 
+    /// Time to serialise `bytes` given this rate's [`BitRate::whole_ps_per_byte`] (0 where it
+    /// has none): a multiplication at the standard rates, the exact division otherwise;
+    /// the same time as `serialization` either way.
+    pub fn serialization_by(self, ps_per_byte: u32, bytes: u64) -> Time {
+        match ps_per_byte {
+            0 => self.serialization(bytes),
+            ps => Time(bytes * ps as u64),
+        }
+    }
+
     /// Time to serialise `bytes` at this rate, rounded up to the next picosecond.
     ///
     /// Panics if the rate is zero; scenario validation rejects zero rates.

@@ -53,8 +53,8 @@ pub fn roce_sim(s: &Scenario) -> fabricsim_fabric::rocev2::Simulation {
         .unwrap()
 }
 
-/// Runs a RoCEv2 simulation to the end, checking sent = delivered + lost + in flight
-/// every 5 us of simulated time.
+/// Runs a RoCEv2 simulation to the end, checking sent = delivered + lost + in flight,
+/// and that no frame-pool slot leaks, every 5 us of simulated time.
 pub fn run_conserving(sim: &mut fabricsim_fabric::rocev2::Simulation) {
     use fabricsim_core::units::Time;
     let mut t = Time::from_us(5);
@@ -66,6 +66,7 @@ pub fn run_conserving(sim: &mut fabricsim_fabric::rocev2::Simulation) {
             a.delivered_payload + a.lost_payload + a.in_flight_payload,
             "conservation at {t}"
         );
+        assert_eq!(a.lost_frames, 0, "every pooled frame on a link or queued at {t}");
         t += Time::from_us(5);
     }
 }

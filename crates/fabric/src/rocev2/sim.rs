@@ -7,7 +7,7 @@ use crate::driver::{
 use crate::report::{Deadlock, DeadlockHop, PortResult, RunReport};
 use crate::workload::{Message, Workload};
 use fabricsim_core::engine::EventQueue;
-use fabricsim_core::pool::{Fifo, Pool};
+use fabricsim_core::pool::{Fifo, Pool, Slot};
 use fabricsim_core::proto::dcqcn::Dcqcn;
 use fabricsim_core::proto::ecn::RedParams;
 use fabricsim_core::proto::pfc::{pause_duration, RESUME_OFFSET};
@@ -78,6 +78,13 @@ impl Frame {
             Frame::Pause { .. } => unreachable!("queues of packets hold no PFC frames"),
         }
     }
+
+    fn packet_mut(&mut self) -> &mut Packet {
+        match self {
+            Frame::Packet(pkt) => pkt,
+            Frame::Pause { .. } => unreachable!("queues of packets hold no PFC frames"),
+        }
+    }
 }
 
 /// The closed event set.
@@ -111,6 +118,8 @@ struct PortState {
     generation: u32,
     wake_at: Option<Time>,
     wire: Wire,
+    /// The link's whole picoseconds per byte, or 0 if its rate has none.
+    ps_per_byte: u32,
     /// Egress FIFOs per class in the frame pool, each packet stamped with the time it is
     /// ready to leave; ready times rise in FIFO order.
     queues: [Fifo; 2],
@@ -221,6 +230,8 @@ pub struct Audit {
     /// duplicates).
     pub lost_payload: u64,
     pub in_flight_payload: u64,
+    /// Frames holding a pool slot but found on no link and in no queue (a leak).
+    pub lost_frames: u64,
 }
 
 /// A running RoCEv2 fabric.
@@ -272,6 +283,7 @@ impl Simulation {
             .map(|p| {
                 let is_switch = matches!(topo.nodes()[p.node.index()], NodeKind::Switch { .. });
                 PortState {
+                    ps_per_byte: p.rate.whole_ps_per_byte().unwrap_or(0),
                     headroom: if is_switch && cfg.pfc {
                         cfg.headroom_for(p.rate)
                     } else {
@@ -697,11 +709,8 @@ impl Simulation {
                 self.queue
                     .schedule(at, Event::PauseRefresh { port: port.0 });
             }
-            self.transmit(
-                port,
-                Frame::Pause { quanta },
-                roce::PFC_FRAME_WIRE_LEN as u32,
-            );
+            let slot = self.frames.alloc(Frame::Pause { quanta });
+            self.transmit(port, slot, roce::PFC_FRAME_WIRE_LEN as u32);
             return;
         }
         let node = self.topo.port(port).node;
@@ -710,7 +719,10 @@ impl Simulation {
             NodeKind::Host(h) => self.pick_nic(port, h, now),
         };
         match choice {
-            Ok(pkt) => self.transmit(port, Frame::Packet(pkt), pkt.wire),
+            Ok(slot) => {
+                let wire = self.frames.get(slot).packet().wire;
+                self.transmit(port, slot, wire);
+            }
             Err(Some(t)) => {
                 let p = &mut self.ports[port.index()];
                 if p.wake_at.is_none_or(|w| t < w) {
@@ -730,24 +742,25 @@ impl Simulation {
         }
     }
 
-    /// Puts a frame on the wire; the transmitter is busy until its last bit leaves.
-    fn transmit(&mut self, port: PortId, frame: Frame, bytes: u32) {
+    /// Puts the frame in `slot` on the wire; the transmitter is busy until its last bit
+    /// leaves.
+    fn transmit(&mut self, port: PortId, slot: Slot, bytes: u32) {
         let now = self.queue.now();
         if self.capture.is_some() {
+            let frame = *self.frames.get(slot);
             self.record(port, &frame, now);
         }
         let spec = *self.topo.port(port);
         let p = &mut self.ports[port.index()];
-        let end = now + spec.rate.serialization(bytes as u64);
+        let end = now + spec.rate.serialization_by(p.ps_per_byte, bytes as u64);
         p.busy = true;
         p.wake_at = None;
         p.generation += 1;
         p.tx_bytes += bytes as u64;
-        if let Frame::Packet(_) = frame {
+        if let Frame::Packet(_) = self.frames.get(slot) {
             p.tx_packets += 1;
         }
         let arrival = end + spec.delay;
-        let slot = self.frames.alloc(frame);
         let was_idle = p.wire.push(&mut self.frames, slot, arrival);
         let generation = p.generation;
         self.queue.schedule(
@@ -776,7 +789,7 @@ impl Simulation {
     }
 
     /// A switch egress: control first, then data unless paused. Err(wake) if nothing.
-    fn pick_switch(&mut self, port: PortId, now: Time) -> Result<Packet, Option<Time>> {
+    fn pick_switch(&mut self, port: PortId, now: Time) -> Result<Slot, Option<Time>> {
         let paused = self.data_paused(port, now);
         let p = &mut self.ports[port.index()];
         let mut wake: Option<Time> = None;
@@ -791,7 +804,8 @@ impl Simulation {
             match ready {
                 Some(ready) if ready <= now => {
                     let slot = self.frames.pop_front(&mut p.queues[class]);
-                    let mut pkt = *self.frames.free(slot.expect("front exists")).packet();
+                    let slot = slot.expect("front exists");
+                    let pkt = self.frames.get_mut(slot).packet_mut();
                     if class == DATA {
                         if let Some(red) = &p.red {
                             let prob = red.probability(p.queued[DATA]);
@@ -803,9 +817,10 @@ impl Simulation {
                     }
                     p.queued[class] -= pkt.wire as u64;
                     if class == DATA {
+                        let pkt = *pkt;
                         self.leave_ingress(pkt);
                     }
-                    return Ok(pkt);
+                    return Ok(slot);
                 }
                 Some(ready) => wake = Some(wake.map_or(ready, |w| w.min(ready))),
                 None => {}
@@ -866,9 +881,9 @@ impl Simulation {
     }
 
     /// A NIC: control first, then data from paced QPs round-robin unless paused.
-    fn pick_nic(&mut self, port: PortId, host: HostId, now: Time) -> Result<Packet, Option<Time>> {
+    fn pick_nic(&mut self, port: PortId, host: HostId, now: Time) -> Result<Slot, Option<Time>> {
         if let Some(pkt) = self.nics[host.index()].control.pop_front() {
-            return Ok(pkt);
+            return Ok(self.frames.alloc(Frame::Packet(pkt)));
         }
         if self.data_paused(port, now) {
             let until = self.ports[port.index()].paused_until;
@@ -930,7 +945,7 @@ impl Simulation {
             self.inherit(f, next);
             self.activate(next, now);
         }
-        Ok(Packet {
+        Ok(self.frames.alloc(Frame::Packet(Packet {
             flow: f,
             index: seg.index,
             payload: seg.payload,
@@ -939,7 +954,7 @@ impl Simulation {
             kind: Kind::Data,
             ce: false,
             in_port: u32::MAX,
-        })
+        })))
     }
 
     /// The head of `port`'s link reaches the peer port.
@@ -947,13 +962,14 @@ impl Simulation {
         let now = self.queue.now();
         let p = &mut self.ports[port.index()];
         let (slot, next) = p.wire.pop(&mut self.frames);
-        let frame = self.frames.free(slot);
+        let frame = *self.frames.get(slot);
         if let Some(next) = next {
             self.queue.schedule(next, Event::Arrival { port: port.0 });
         }
         let to = self.topo.port(port).peer;
         match frame {
             Frame::Pause { quanta } => {
+                self.frames.free(slot);
                 let rate = self.topo.port(to).rate;
                 let at_switch = matches!(
                     self.topo.nodes()[self.topo.port(to).node.index()],
@@ -999,33 +1015,40 @@ impl Simulation {
             Frame::Packet(pkt) => {
                 let node = self.topo.port(to).node;
                 match self.topo.nodes()[node.index()] {
-                    NodeKind::Switch { .. } => self.forward(node, to, pkt, now),
-                    NodeKind::Host(h) => self.deliver(h, pkt, now),
+                    NodeKind::Switch { .. } => self.forward(node, to, slot, pkt, now),
+                    NodeKind::Host(h) => {
+                        self.frames.free(slot);
+                        self.deliver(h, pkt, now)
+                    }
                 }
             }
         }
     }
 
-    /// A packet entered switch `node` by `input`: admit it to the buffer (or drop it),
-    /// route it by ECMP and queue it at the egress.
-    fn forward(&mut self, node: NodeId, input: PortId, mut pkt: Packet, now: Time) {
+    /// A packet (`pkt`, held in `slot`) entered switch `node` by `input`: admit it to the
+    /// buffer (or drop it), route it by ECMP and queue its slot at the egress.
+    fn forward(&mut self, node: NodeId, input: PortId, slot: Slot, mut pkt: Packet, now: Time) {
         let out = self.route(node, &pkt);
         if pkt.kind == Kind::Data {
-            if self.ports[out.index()].pfc_ignored_until > now {
+            let dropped_at = if self.ports[out.index()].pfc_ignored_until > now {
                 // The watchdog discards data for an egress it has taken out of PFC.
-                self.drop_data(out, pkt);
-                return;
-            }
-            if !self.admit(node, input, pkt.wire as u64) {
-                self.drop_data(input, pkt);
+                Some(out)
+            } else if !self.admit(node, input, pkt.wire as u64) {
+                Some(input)
+            } else {
+                None
+            };
+            if let Some(at) = dropped_at {
+                self.frames.free(slot);
+                self.drop_data(at, pkt);
                 return;
             }
         }
         pkt.in_port = input.0;
+        *self.frames.get_mut(slot).packet_mut() = pkt;
         let ready = now + self.cfg.switch_latency;
         let o = &mut self.ports[out.index()];
         let class = pkt.class();
-        let slot = self.frames.alloc(Frame::Packet(pkt));
         self.frames.push_back(&mut o.queues[class], slot, ready);
         o.queued[class] += pkt.wire as u64;
         o.peak_queue = o.peak_queue.max(o.queued[DATA] + o.queued[CONTROL]);
@@ -1349,6 +1372,7 @@ impl Simulation {
     /// Conservation at this instant, by walking every queue and link.
     pub fn audit(&self) -> Audit {
         let mut in_flight = 0u64;
+        let mut queued_frames = 0u64;
         let mut count = |pkt: &Packet| {
             if pkt.kind == Kind::Data {
                 in_flight += pkt.payload as u64;
@@ -1356,20 +1380,24 @@ impl Simulation {
         };
         for p in &self.ports {
             for f in p.wire.frames(&self.frames) {
+                queued_frames += 1;
                 if let Frame::Packet(pkt) = f {
                     count(pkt);
                 }
             }
-            self.frames
-                .iter(&p.queues[DATA])
-                .map(Frame::packet)
-                .for_each(&mut count);
+            for q in &p.queues {
+                for f in self.frames.iter(q) {
+                    queued_frames += 1;
+                    count(f.packet());
+                }
+            }
         }
         Audit {
             sent_payload: self.flows.iter().map(|f| f.life.sent_bytes).sum(),
             delivered_payload: self.flows.iter().map(|f| f.life.delivered_bytes).sum(),
             lost_payload: self.lost_payload,
             in_flight_payload: in_flight,
+            lost_frames: self.frames.live() as u64 - queued_frames,
         }
     }
 
