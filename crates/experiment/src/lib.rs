@@ -2,6 +2,16 @@
 //! a run on either fabric, results and their files out. Everything that embeds a run (the
 //! command line, tests, sweep workers) goes through this crate; it is the only layer that
 //! touches files or the clock.
+//!
+//! ```
+//! use fabricsim_experiment::{results, runner, scenario::Scenario};
+//!
+//! let text = "[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = \"64KiB\"\n";
+//! let scenario = Scenario::parse(text, "embedded").unwrap();
+//! let outcome = runner::run(&scenario, None, false).unwrap();
+//! let summary = results::summary(&scenario, &outcome);
+//! assert_eq!(summary.flows.completed, 1);
+//! ```
 
 pub mod bench;
 pub mod collective_sweep;
