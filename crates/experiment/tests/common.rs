@@ -66,7 +66,10 @@ pub fn run_conserving(sim: &mut fabricsim_fabric::rocev2::Simulation) {
             a.delivered_payload + a.lost_payload + a.in_flight_payload,
             "conservation at {t}"
         );
-        assert_eq!(a.lost_frames, 0, "every pooled frame on a link or queued at {t}");
+        assert_eq!(
+            a.lost_frames, 0,
+            "every pooled frame on a link or queued at {t}"
+        );
         t += Time::from_us(5);
     }
 }

@@ -263,7 +263,9 @@ impl PortState {
     /// Time to serialise `bytes` on this port's link: a multiplication at the standard
     /// rates, the exact division otherwise (the same result either way).
     fn serialization(&self, bytes: u32) -> Time {
-        self.link.rate.serialization_by(self.ps_per_byte, bytes as u64)
+        self.link
+            .rate
+            .serialization_by(self.ps_per_byte, bytes as u64)
     }
 }
 

@@ -13,20 +13,29 @@ use fabricsim_fabric::workload::{CollectiveAlgorithm, Message, Traffic, Workload
 use std::fmt::Write as _;
 
 impl Entry<'_> {
-    /// A `flow-file` entry: an ns-3 flow file. Its src and dst are ns-3 node ids when the
-    /// topology is a file too, host indices otherwise.
-    pub(super) fn flow_file(&self) -> Result<Traffic, ScenarioError> {
+    /// Which of the keys a file-driven kind takes from its file are given.
+    fn endpoints_and_size(&self) -> [(&'static str, bool); 5] {
         let tr = self.tr;
-        let stray = [
+        [
             ("src", tr.src.is_some()),
             ("dst", tr.dst.is_some()),
             ("senders", tr.senders.is_some()),
             ("hosts", tr.hosts.is_some()),
             ("size", tr.size.is_some()),
-            ("start", tr.start.is_some()),
-            ("sl", tr.sl.is_some()),
-        ];
-        self.reject("flow-file", &stray, " (the file gives every flow's fields)")?;
+        ]
+    }
+
+    /// A `flow-file` entry: an ns-3 flow file. Its src and dst are ns-3 node ids when the
+    /// topology is a file too, host indices otherwise.
+    pub(super) fn flow_file(&self) -> Result<Traffic, ScenarioError> {
+        let tr = self.tr;
+        let own = [("start", tr.start.is_some()), ("sl", tr.sl.is_some())];
+        let stray = self.endpoints_and_size().into_iter().chain(own);
+        self.reject(
+            "flow-file",
+            &stray.collect::<Vec<_>>(),
+            " (the file gives every flow's fields)",
+        )?;
         let key = self.at("path");
         let path = tr
             .path
@@ -80,16 +89,13 @@ impl Entry<'_> {
     /// a trace that cannot run is an input error.
     pub(super) fn chakra(&self) -> Result<Traffic, ScenarioError> {
         let (c, tr) = (self.c, self.tr);
-        let stray = [
-            ("src", tr.src.is_some()),
-            ("dst", tr.dst.is_some()),
-            ("senders", tr.senders.is_some()),
-            ("hosts", tr.hosts.is_some()),
-            ("size", tr.size.is_some()),
-            ("op", tr.op.is_some()),
-            ("root", tr.root.is_some()),
-        ];
-        self.reject("chakra", &stray, " (the traces give it)")?;
+        let own = [("op", tr.op.is_some()), ("root", tr.root.is_some())];
+        let stray = self.endpoints_and_size().into_iter().chain(own);
+        self.reject(
+            "chakra",
+            &stray.collect::<Vec<_>>(),
+            " (the traces give it)",
+        )?;
         let path = tr.path.as_ref().ok_or_else(|| {
             invalid(format!(
                 "{}: required by kind \"chakra\" (a folder of traces)",
