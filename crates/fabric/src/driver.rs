@@ -5,7 +5,7 @@
 use crate::report::{DeadlockHop, FlowResult};
 use crate::workload::{Dep, Local, Message, Workload};
 use fabricsim_core::pool::{Fifo, Pool, Slot};
-use fabricsim_core::topology::{Nvlink, Routes, Topology};
+use fabricsim_core::topology::{NodeKind, Nvlink, Port, Routes, Topology};
 use fabricsim_core::units::{HostId, PortId, Time};
 
 /// The frames in flight on one link, in arrival order: a FIFO of slots in the fabric's
@@ -74,10 +74,11 @@ pub trait EventDriven {
     }
 }
 
-/// Ideal completion of `m` on an empty fabric: the endpoints' fixed latencies,
-/// propagation over every link, a switch latency per switch, the whole message serialised
-/// once at the source's rate, and the last packet re-serialised at every
-/// store-and-forward switch. `frame_len(payload, first)` is a packet's link bytes.
+/// Ideal completion of `m` on an empty fabric, over the links its packets cross on the
+/// static route: the endpoints' fixed latencies, then the message's packets pipelined
+/// through every link at that link's rate, each store-and-forward switch starting a packet
+/// a switch latency after its last bit arrived, plus every link's propagation.
+/// `frame_len(payload, first)` is a packet's link bytes.
 pub fn ideal_fct(
     topo: &Topology,
     routes: &Routes,
@@ -87,20 +88,87 @@ pub fn ideal_fct(
     switch_latency: Time,
     frame_len: impl Fn(u32, bool) -> u64,
 ) -> Time {
-    let hops = routes.hops(m.src, m.dst) as u64;
-    let spec = topo.port(topo.host_port(m.src));
+    let links = static_path(topo, routes, m.src, m.dst);
     let packets = m.size.div_ceil(mtu as u64).max(1);
     let last_payload = (m.size - (packets - 1) * mtu as u64) as u32;
-    let last = frame_len(last_payload, packets == 1);
-    let total = if packets > 1 {
-        frame_len(mtu, true) + (packets - 2) * frame_len(mtu, false) + last
-    } else {
-        last
+    let train = PacketTrain {
+        first: frame_len(if packets == 1 { last_payload } else { mtu }, true),
+        middle: frame_len(mtu, false),
+        middle_count: packets.saturating_sub(2),
+        last: (packets > 1).then(|| frame_len(last_payload, false)),
     };
-    endpoint_latency
-        + spec.delay * hops
-        + (switch_latency + spec.rate.serialization(last)) * (hops - 1)
-        + spec.rate.serialization(total)
+    endpoint_latency + pipeline_time(&links, switch_latency, &train)
+}
+
+/// The ports a packet from `src` to `dst` leaves by on the static route, host port first.
+pub fn static_path(topo: &Topology, routes: &Routes, src: HostId, dst: HostId) -> Vec<Port> {
+    let mut port = topo.host_port(src);
+    let mut path = vec![*topo.port(port)];
+    loop {
+        let node = topo.port(topo.port(port).peer).node;
+        if !matches!(topo.nodes()[node.index()], NodeKind::Switch { .. }) {
+            return path;
+        }
+        port = routes.static_port(node, dst);
+        path.push(*topo.port(port));
+    }
+}
+
+/// A message's packets by link bytes: the first, `middle_count` of the same size, and
+/// the last (none if the message is one packet).
+#[derive(Clone, Copy, Debug)]
+pub struct PacketTrain {
+    pub first: u64,
+    pub middle: u64,
+    pub middle_count: u64,
+    pub last: Option<u64>,
+}
+
+/// When the last bit of the train's last packet reaches the end of `links`, on links
+/// otherwise empty: each link sends a packet once it has fully arrived over the previous
+/// link (plus `switch_latency`) and the link has finished the packet before.
+///
+/// Exact, in closed form for the middle packets: with `G(k, 0)` the time link k finishes
+/// the first packet, the m-th middle packet leaves link i at the longest chain through
+/// the (link, packet) grid, `max over k <= i of G(k, 0) + c(k) + (m - 1) x max(c(k..=i))
+/// + sum over l in k..i of (d(l) + switch_latency + c(l + 1))`, where c is a link's time
+/// per middle packet and d its propagation: every further packet of the same size adds
+/// the slowest link's time once.
+pub fn pipeline_time(links: &[Port], switch_latency: Time, train: &PacketTrain) -> Time {
+    let send = |finish: &mut [Time], bytes: u64| {
+        let mut ready = Time::ZERO;
+        for (i, link) in links.iter().enumerate() {
+            finish[i] = finish[i].max(ready) + link.rate.serialization(bytes);
+            ready = finish[i] + link.delay + switch_latency;
+        }
+    };
+    let mut finish = vec![Time::ZERO; links.len()];
+    send(&mut finish, train.first);
+    if train.middle_count > 0 {
+        let m = train.middle_count;
+        let c: Vec<Time> = links
+            .iter()
+            .map(|l| l.rate.serialization(train.middle))
+            .collect();
+        let first = finish.clone();
+        for i in 0..links.len() {
+            finish[i] = (0..=i)
+                .map(|k| {
+                    let slowest = c[k..=i].iter().max().expect("k <= i");
+                    let descent: Time = (k..i)
+                        .map(|l| links[l].delay + switch_latency + c[l + 1])
+                        .fold(Time::ZERO, |a, b| a + b);
+                    first[k] + c[k] + Time(slowest.ps() * (m - 1)) + descent
+                })
+                .max()
+                .expect("at least one link");
+        }
+    }
+    if let Some(last) = train.last {
+        send(&mut finish, last);
+    }
+    let end = links.last().expect("a path has a link");
+    finish[links.len() - 1] + end.delay
 }
 
 /// Which packets to keep for a capture.
@@ -486,7 +554,63 @@ pub fn deadlock_hop(topo: &Topology, port: PortId) -> DeadlockHop {
 
 #[cfg(test)]
 mod tests {
-    use super::WaitGraph;
+    use super::{pipeline_time, PacketTrain, WaitGraph};
+    use fabricsim_core::topology::Port;
+    use fabricsim_core::units::{BitRate, NodeId, PortId, Time};
+    use proptest::prelude::*;
+
+    /// Every packet stepped through every link: the definition `pipeline_time` shortens.
+    fn stepped(links: &[Port], switch_latency: Time, sizes: &[u64]) -> Time {
+        let mut finish = vec![Time::ZERO; links.len()];
+        for &bytes in sizes {
+            let mut ready = Time::ZERO;
+            for (i, l) in links.iter().enumerate() {
+                finish[i] = finish[i].max(ready) + l.rate.serialization(bytes);
+                ready = finish[i] + l.delay + switch_latency;
+            }
+        }
+        finish[links.len() - 1] + links[links.len() - 1].delay
+    }
+
+    fn link(gbps: u64, delay_ns: u64) -> Port {
+        Port {
+            node: NodeId(0),
+            local: 0,
+            peer: PortId(0),
+            rate: BitRate::gbps(gbps),
+            delay: Time::from_ns(delay_ns),
+        }
+    }
+
+    #[test]
+    fn one_link_is_serialisation_plus_propagation() {
+        let train = PacketTrain {
+            first: 4122,
+            middle: 4122,
+            middle_count: 8,
+            last: Some(1000),
+        };
+        let t = pipeline_time(&[link(400, 25)], Time::from_ns(150), &train);
+        // 10 packets back to back on one 400 Gb/s link (20 ps per byte), then 25 ns.
+        assert_eq!(t.ps(), (9 * 4122 + 1000) * 20 + 25_000);
+    }
+
+    proptest! {
+        #[test]
+        fn pipelining_matches_stepping_every_packet(
+            hops in prop::collection::vec((prop::sample::select(vec![25u64, 100, 200, 400, 800, 1600]), 0u64..2000), 1..7),
+            first in 60u64..4200, middle in 60u64..4200, last in 60u64..4200,
+            middle_count in 0u64..200, latency_ns in 0u64..1000,
+        ) {
+            let links: Vec<Port> = hops.iter().map(|&(g, d)| link(g, d)).collect();
+            let train = PacketTrain { first, middle, middle_count, last: Some(last) };
+            let mut sizes = vec![first];
+            sizes.extend(std::iter::repeat_n(middle, middle_count as usize));
+            sizes.push(last);
+            let latency = Time::from_ns(latency_ns);
+            prop_assert_eq!(pipeline_time(&links, latency, &train), stepped(&links, latency, &sizes));
+        }
+    }
 
     /// Three queues in a ring, each waiting on a buffer held by the next queue.
     fn ring(leak: bool) -> WaitGraph {
