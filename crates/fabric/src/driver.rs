@@ -130,10 +130,10 @@ pub struct PacketTrain {
 ///
 /// Exact, in closed form for the middle packets: with `G(k, 0)` the time link k finishes
 /// the first packet, the m-th middle packet leaves link i at the longest chain through
-/// the (link, packet) grid, `max over k <= i of G(k, 0) + c(k) + (m - 1) x max(c(k..=i))
-/// + sum over l in k..i of (d(l) + switch_latency + c(l + 1))`, where c is a link's time
-/// per middle packet and d its propagation: every further packet of the same size adds
-/// the slowest link's time once.
+/// the (link, packet) grid,
+/// `max over k <= i of G(k, 0) + c(k) + (m - 1) max(c(k..=i)) + sum over l in k..i of
+/// (d(l) + switch_latency + c(l + 1))`, where c is a link's time per middle packet and d
+/// its propagation: every further packet of the same size adds the slowest link's time.
 pub fn pipeline_time(links: &[Port], switch_latency: Time, train: &PacketTrain) -> Time {
     let send = |finish: &mut [Time], bytes: u64| {
         let mut ready = Time::ZERO;
