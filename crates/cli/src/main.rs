@@ -173,7 +173,10 @@ fn dispatch(cmd: Command) -> Result<(), String> {
                 }),
             };
             let (summary, outcome) = runner::execute(&scenario, &request)?;
-            if let Some(note) = summary.deadlock_note() {
+            for note in [summary.deadlock_note(), summary.pfc_cycles_note()]
+                .into_iter()
+                .flatten()
+            {
                 eprintln!("fabricsim: {note}");
             }
             if json {

@@ -4,7 +4,7 @@
 use crate::runner::Outcome;
 use crate::scenario::{FabricKind, Scenario};
 use fabricsim_core::units::Time;
-use fabricsim_fabric::report::RunReport;
+use fabricsim_fabric::report::{Deadlock, RunReport};
 use fabricsim_fabric::rocev2::RateSample;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -58,6 +58,9 @@ pub struct Summary {
     pub watchdog_trips: u64,
     /// A deadlock that stopped the run, or null.
     pub deadlock: Option<DeadlockSummary>,
+    /// Cycles of PFC-paused queues that formed while the PFC watchdog was on and were left
+    /// to it to break (RoCEv2); the run went on.
+    pub pfc_cycles: Vec<DeadlockSummary>,
     /// Every collective, as nccl-tests reports it.
     pub collectives: Vec<CollectiveResult>,
     /// Every training job.
@@ -264,6 +267,23 @@ pub struct DeadlockSummary {
     pub cycle: Vec<DeadlockEgress>,
 }
 
+impl From<&Deadlock> for DeadlockSummary {
+    fn from(d: &Deadlock) -> Self {
+        DeadlockSummary {
+            detected_at_ns: d.at.ns(),
+            cycle: d
+                .cycle
+                .iter()
+                .map(|h| DeadlockEgress {
+                    node: h.node,
+                    port: h.port,
+                    to_node: h.peer_node,
+                })
+                .collect(),
+        }
+    }
+}
+
 #[derive(Serialize, Debug, Clone, PartialEq)]
 pub struct DeadlockEgress {
     pub node: u32,
@@ -350,18 +370,8 @@ pub fn summary(scenario: &Scenario, out: &Outcome) -> Summary {
         collectives: collective_results(out),
         training: training_results(out),
         data_path: data_path_summary(out),
-        deadlock: r.deadlock.as_ref().map(|d| DeadlockSummary {
-            detected_at_ns: d.at.ns(),
-            cycle: d
-                .cycle
-                .iter()
-                .map(|h| DeadlockEgress {
-                    node: h.node,
-                    port: h.port,
-                    to_node: h.peer_node,
-                })
-                .collect(),
-        }),
+        deadlock: r.deadlock.as_ref().map(DeadlockSummary::from),
+        pfc_cycles: r.pfc_cycles.iter().map(DeadlockSummary::from).collect(),
     }
 }
 
@@ -483,6 +493,18 @@ impl Summary {
             self.wall_seconds,
             self.events_per_second / 1e6
         )
+    }
+
+    /// What to tell the user when cycles of paused queues formed and the PFC watchdog
+    /// was left to break them, or `None`.
+    pub fn pfc_cycles_note(&self) -> Option<String> {
+        let first = self.pfc_cycles.first()?;
+        Some(format!(
+            "{} cycle(s) of PFC-paused queues formed (the first at {} ns); with the PFC watchdog on they are not permanent, so the run went on ({} watchdog trips)",
+            self.pfc_cycles.len(),
+            first.detected_at_ns,
+            self.watchdog_trips
+        ))
     }
 
     /// What to tell the user when a deadlock stopped the run, or `None`.

@@ -67,6 +67,30 @@ fn ring_deadlock_is_detected_and_reported() {
 }
 
 #[test]
+fn with_the_watchdog_the_ring_recovers_and_completes() {
+    let without = run(&example("rocev2-pfc-deadlock.toml"));
+    let s = example("rocev2-pfc-deadlock-watchdog.toml");
+    let mut sim = roce_sim(&s);
+    run_conserving(&mut sim);
+    let r = sim.report();
+    assert!(
+        r.deadlock.is_none(),
+        "a cycle the watchdog breaks is no deadlock"
+    );
+    let first = r.pfc_cycles.first().expect("the cycle forms");
+    let formed = without
+        .deadlock
+        .expect("and deadlocks without the watchdog");
+    assert_eq!(first, &formed, "the same cycle, seen at the same moment");
+    assert!(r.watchdog_trips > 0 && r.drops > 0);
+    for f in &r.flows {
+        assert_eq!(f.delivered_bytes, f.bytes, "every byte delivered: {f:?}");
+        assert!(f.finish.is_some());
+    }
+    assert!(!r.stopped_by_time);
+}
+
+#[test]
 fn a_detected_deadlock_really_never_moves_again() {
     // The same ring with detection pushed beyond the run: nothing is delivered between
     // 1 ms and 2 ms, though every flow is unfinished.

@@ -107,6 +107,10 @@ pub struct RunReport {
     pub watchdog_trips: u64,
     /// A deadlock that stopped the run.
     pub deadlock: Option<Deadlock>,
+    /// Cycles of PFC-paused queues found while the PFC watchdog was on (RoCEv2): not
+    /// permanent deadlocks, since the watchdog breaks them, so the run went on. One entry
+    /// per cycle as it formed (the same cycle again after a watchdog trip is a new one).
+    pub pfc_cycles: Vec<Deadlock>,
 }
 
 /// A set of queues that can never drain again: each waits on the next one's buffer, which

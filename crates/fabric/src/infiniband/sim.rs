@@ -1401,6 +1401,7 @@ impl Simulation {
             timeouts: 0,
             watchdog_trips: 0,
             deadlock: self.deadlock.clone(),
+            pfc_cycles: Vec::new(),
         }
     }
 }

@@ -262,6 +262,9 @@ pub struct Simulation {
     rates: Vec<RateSample>,
     deadlock_check_pending: bool,
     deadlock: Option<Deadlock>,
+    /// Cycles left to the watchdog, with the trip count when each was recorded.
+    pfc_cycles: Vec<Deadlock>,
+    trips_at_last_cycle: u64,
     watchdog_trips: u64,
     capture: Option<(CaptureFilter, Vec<CapturedFrame>)>,
 }
@@ -397,6 +400,8 @@ impl Simulation {
             rates: Vec::new(),
             deadlock_check_pending: false,
             deadlock: None,
+            pfc_cycles: Vec::new(),
+            trips_at_last_cycle: 0,
             watchdog_trips: 0,
             capture: None,
         })
@@ -1300,11 +1305,22 @@ impl Simulation {
     }
 
     /// The periodic deadlock check, while any switch egress is paused.
+    /// With the PFC watchdog on, a cycle is not permanent: it is recorded (once until the
+    /// watchdog next trips, or until another cycle forms) and the run goes on; without
+    /// it, the cycle is a deadlock and stops the run.
     fn check_deadlock(&mut self, now: Time) {
         self.deadlock_check_pending = false;
         if let Some(cycle) = self.find_deadlock(now) {
-            self.deadlock = Some(Deadlock { at: now, cycle });
-            return;
+            if self.cfg.watchdog.is_none() {
+                self.deadlock = Some(Deadlock { at: now, cycle });
+                return;
+            }
+            let seen = self.pfc_cycles.last().is_some_and(|d| d.cycle == cycle)
+                && self.trips_at_last_cycle == self.watchdog_trips;
+            if !seen {
+                self.pfc_cycles.push(Deadlock { at: now, cycle });
+                self.trips_at_last_cycle = self.watchdog_trips;
+            }
         }
         let any_paused = self.topo.ports().iter().zip(&self.ports).any(|(spec, p)| {
             p.paused_until > now
@@ -1464,6 +1480,7 @@ impl Simulation {
             timeouts: self.timeouts,
             watchdog_trips: self.watchdog_trips,
             deadlock: self.deadlock.clone(),
+            pfc_cycles: self.pfc_cycles.clone(),
         }
     }
 }
