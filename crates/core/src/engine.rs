@@ -98,7 +98,8 @@ impl<E> EventQueue<E> {
         self.len() == 0
     }
 
-    /// Schedules `event` at `time`. Scheduling in the past is a model bug and panics.
+    /// Schedules `event` at `time`, which may lie before an event `peek_time` has already
+    /// shown. Scheduling in the past is a model bug and panics.
     pub fn schedule(&mut self, time: Time, event: E) {
         assert!(
             time >= self.now,
@@ -110,8 +111,11 @@ impl<E> EventQueue<E> {
         if b >= self.cursor + WHEEL as u64 {
             self.far.push(Reverse((time, self.far_seq, node)));
             self.far_seq += 1;
-        } else if b == self.cursor && !self.current.is_empty() {
-            // Into the bucket being drained: after every event of the same time.
+        } else if b < self.cursor || (b == self.cursor && !self.current.is_empty()) {
+            // Into the bucket being drained, after every event of the same time; or earlier
+            // than that bucket (a `peek_time` turned the wheel past `now` to the next
+            // event, and this one comes before it): then it is the earliest pending event,
+            // and `current` is where the earliest wait.
             let at = self.current.partition_point(|&(t, _)| t > time);
             self.current.insert(at, (time, node));
             self.on_wheel += 1;
@@ -247,23 +251,43 @@ mod tests {
         q.schedule(Time(9), ());
     }
 
+    #[test]
+    fn an_event_before_a_peeked_one_still_comes_first() {
+        let mut q = EventQueue::new();
+        q.schedule(Time::from_ns(100), 'b');
+        // The peek turns the wheel to 100 ns; 20 ps is still in the future of `now` (0).
+        assert_eq!(q.peek_time(), Some(Time::from_ns(100)));
+        q.schedule(Time(20), 'a');
+        q.schedule(Time(30), 'c');
+        let order: Vec<(Time, char)> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(
+            order,
+            vec![(Time(20), 'a'), (Time(30), 'c'), (Time::from_ns(100), 'b')]
+        );
+    }
+
     proptest! {
         /// Against a reference ordering by (time, insertion): any mix of near, same-bucket
-        /// and far-future events, scheduled while popping, leaves in the same order.
+        /// and far-future events, scheduled while popping and peeking, leaves in the same
+        /// order.
         #[test]
-        fn matches_a_sorted_reference(ops in proptest::collection::vec((0u64..6, 0u64..1 << 40, any::<bool>()), 1..400)) {
+        fn matches_a_sorted_reference(ops in proptest::collection::vec((0u64..6, 0u64..1 << 40, 0u8..3), 1..400)) {
             let mut q = EventQueue::new();
             let mut reference: Vec<(Time, u64)> = Vec::new();
             let mut out = Vec::new();
-            for (id, (scale, offset, pop)) in ops.into_iter().enumerate() {
+            for (id, (scale, offset, action)) in ops.into_iter().enumerate() {
                 let id = id as u64;
                 // Scales 4 and 5 make many exact ties, near and beyond the wheel's span.
                 let delta = match scale { 0 => offset % 4096, 1 => offset % 1_000_000, 2 => offset % (1 << 30), 3 => offset, 4 => (offset % 4) << 33, _ => offset % 3 };
                 let t = Time(q.now().ps() + delta);
                 q.schedule(t, id);
                 reference.push((t, id));
-                if pop {
-                    out.push(q.pop().unwrap());
+                match action {
+                    0 => out.push(q.pop().unwrap()),
+                    // A peek may turn the wheel beyond `now`; later events may still come
+                    // before the one it saw.
+                    1 => prop_assert!(q.peek_time().is_some_and(|p| p >= q.now())),
+                    _ => {}
                 }
             }
             while let Some(e) = q.pop() {
