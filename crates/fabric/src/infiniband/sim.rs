@@ -23,7 +23,8 @@ use std::collections::VecDeque;
 enum Kind {
     Data,
     Ack,
-    /// A BECN returned to the source (an ACK-format packet with the BECN bit).
+    /// A BECN returned to the source (an ACK-format packet with the BECN bit); it
+    /// acknowledges nothing: its index is the ACK sent beside it, or 0 if none was due.
     Becn,
     /// SHARP: a chunk of a rank's buffer, or a partial sum, going up the aggregation tree
     /// of group `dst`.
@@ -1257,7 +1258,8 @@ impl Simulation {
                     }
                 }
                 let flow = &mut self.flows[pkt.flow as usize];
-                if flow.sender.on_ack(pkt.index) {
+                // A BECN acknowledges nothing (its ACK, if one was due, travels beside it).
+                if pkt.kind == Kind::Ack && flow.sender.on_ack(pkt.index) {
                     flow.life.acked = Some(now);
                     self.lifecycle.completed += 1;
                 }
