@@ -111,10 +111,16 @@ struct InputQueue {
 
 /// One egress VL of a switch port: a FIFO per input port, ready inputs served round-robin.
 /// The inputs and their round-robin list share one small array, so serving a packet
-/// reads two or three cache lines besides the packet itself.
+/// reads two or three cache lines besides the packet itself. The array is made when the
+/// first packet arrives: an egress VL no packet ever uses costs no per-input memory (a
+/// radix-R switch would otherwise hold R x R x VLs input queues).
 #[derive(Clone, Debug)]
 struct EgressVl {
+    /// One queue per input port of the switch (and one for packets it makes itself), or
+    /// none before the first packet.
     inputs: Vec<InputQueue>,
+    /// How many inputs the switch has.
+    radix: u16,
     /// Packets still inside the switch latency, as (ready time, input). Every packet waits
     /// the same latency, so arrival order is ready order and the front is the next due.
     maturing: VecDeque<(Time, u16)>,
@@ -125,16 +131,10 @@ struct EgressVl {
 }
 
 impl EgressVl {
-    fn new(inputs: usize) -> Self {
+    fn new(radix: u16) -> Self {
         EgressVl {
-            inputs: vec![
-                InputQueue {
-                    packets: Fifo::default(),
-                    ready: 0,
-                    next_ready: NO_INPUT,
-                };
-                inputs
-            ],
+            inputs: Vec::new(),
+            radix,
             maturing: VecDeque::new(),
             rr_head: NO_INPUT,
             rr_tail: NO_INPUT,
@@ -144,6 +144,16 @@ impl EgressVl {
 
     /// Queues the packet in `slot` from `input`; it becomes ready at `ready`.
     fn push(&mut self, frames: &mut Pool<Frame>, input: usize, slot: Slot, ready: Time) {
+        if self.inputs.is_empty() {
+            self.inputs = vec![
+                InputQueue {
+                    packets: Fifo::default(),
+                    ready: 0,
+                    next_ready: NO_INPUT,
+                };
+                self.radix as usize
+            ];
+        }
         frames.push_back(&mut self.inputs[input].packets, slot, ready);
         self.maturing.push_back((ready, input as u16));
         self.bytes += frames.get(slot).packet().wire as u64;
@@ -375,6 +385,15 @@ impl Simulation {
         stop_at: Option<Time>,
     ) -> Result<Self, String> {
         let routes = Routes::minimal(&topo)?;
+        if let Some(n) = (0..topo.nodes().len()).find(|&n| {
+            topo.node_ports(NodeId(n as u32)).len() + 1 >= NO_INPUT as usize
+        }) {
+            return Err(format!(
+                "switch {n} has {} ports; the InfiniBand model takes switches of up to {} ports",
+                topo.node_ports(NodeId(n as u32)).len(),
+                NO_INPUT - 2
+            ));
+        }
         let vls = cfg.virtual_lanes as usize;
         let blocks = cfg.vl_buffer / ib::CREDIT_BLOCK as u32;
         let arbitration = ArbTable::new(
@@ -396,7 +415,8 @@ impl Simulation {
                     NodeKind::Switch { .. } => topo.node_ports(p.node).len() + 1,
                     NodeKind::Host(_) => 0,
                 };
-                std::iter::repeat_n(EgressVl::new(inputs), vls)
+                // Below NO_INPUT, which ends the round-robin list (checked above).
+                std::iter::repeat_n(EgressVl::new(inputs as u16), vls)
             })
             .collect();
         let ports: Vec<PortState> = topo
@@ -1043,7 +1063,7 @@ impl Simulation {
         let queue = self.vl_index(out, pkt.vl);
         let o = &mut self.ports[out.index()];
         let e = &mut self.egress[queue];
-        let local = e.inputs.len() - 1;
+        let local = e.radix as usize - 1;
         let slot = self.frames.alloc(Frame::Packet(pkt));
         e.push(&mut self.frames, local, slot, now + self.cfg.switch_latency);
         o.queued += pkt.wire as u64;
