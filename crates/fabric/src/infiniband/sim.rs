@@ -385,9 +385,9 @@ impl Simulation {
         stop_at: Option<Time>,
     ) -> Result<Self, String> {
         let routes = Routes::minimal(&topo)?;
-        if let Some(n) = (0..topo.nodes().len()).find(|&n| {
-            topo.node_ports(NodeId(n as u32)).len() + 1 >= NO_INPUT as usize
-        }) {
+        if let Some(n) = (0..topo.nodes().len())
+            .find(|&n| topo.node_ports(NodeId(n as u32)).len() + 1 >= NO_INPUT as usize)
+        {
             return Err(format!(
                 "switch {n} has {} ports; the InfiniBand model takes switches of up to {} ports",
                 topo.node_ports(NodeId(n as u32)).len(),

@@ -563,20 +563,28 @@ mod tests {
         use CollectiveAlgorithm as A;
         use CollectiveOp as O;
         // busbw / algbw = bytes each rank sends / size, for the bandwidth-optimal algorithms.
-        for (op, alg) in [
-            (O::AllReduce, A::Ring),
-            (O::ReduceScatter, A::Ring),
-            (O::AllGather, A::Ring),
-            (O::AllToAll, A::Direct),
-            (O::AllReduce, A::HalvingDoubling),
-            (O::ReduceScatter, A::HalvingDoubling),
-            (O::AllGather, A::HalvingDoubling),
+        // Counted by hand for 8 ranks: all-reduce sends 7 of 8 blocks to reduce and 7 to
+        // share (14/8 of the buffer); reduce-scatter, all-gather and all-to-all each send
+        // 7 of 8 blocks once (7/8).
+        for (op, alg, eighths) in [
+            (O::AllReduce, A::Ring, 14.0),
+            (O::ReduceScatter, A::Ring, 7.0),
+            (O::AllGather, A::Ring, 7.0),
+            (O::AllToAll, A::Direct, 7.0),
+            (O::AllReduce, A::HalvingDoubling, 14.0),
+            (O::ReduceScatter, A::HalvingDoubling, 7.0),
+            (O::AllGather, A::HalvingDoubling, 7.0),
         ] {
             let c = collective(op, alg, 8);
             c.validate().unwrap();
             let mut w = Workload::default();
             expand(&c, &mut w);
-            let expected = c.size as f64 * op.bus_factor(8);
+            let expected = c.size as f64 * eighths / 8.0;
+            assert_eq!(
+                op.bus_factor(8),
+                eighths / 8.0,
+                "{op:?}: nccl-tests' factor"
+            );
             for r in 0..8 {
                 let sent = bytes_sent_by(&w, r) as f64;
                 assert!(
