@@ -4,12 +4,37 @@
 
 mod common;
 use common::{example, roce_sim, run_conserving, scenario, simulation, EventDriven};
-use fabricsim_core::units::Time;
+use fabricsim_core::units::{BitRate, Time};
+use fabricsim_core::wire::roce;
 use fabricsim_experiment::runner;
+use fabricsim_experiment::scenario::Scenario;
 use fabricsim_fabric::report::RunReport;
 
-fn run(s: &fabricsim_experiment::scenario::Scenario) -> RunReport {
+fn run(s: &Scenario) -> RunReport {
     runner::run(s, None, false).unwrap().report
+}
+
+/// A RoCEv2 flow's completion alone on a path whose first link (the sender's) is the
+/// slowest: both NICs' latencies, every link's propagation, a switch latency per switch,
+/// every frame serialised on the first link, and the last frame once more on each later
+/// link (store and forward). `links` are the path's rates, sender first.
+fn line_rate_fct(s: &Scenario, size: u64, links: &[BitRate]) -> Time {
+    let mtu = s.roce.mtu as u64;
+    let packets = size.div_ceil(mtu);
+    let frame =
+        |payload: u64, first: bool| roce::write_frame_len(s.roce.ip, payload as u32, first) as u64;
+    let last = size - (packets - 1) * mtu;
+    let bytes = frame(mtu, true) + (packets - 2) * frame(mtu, false) + frame(last, false);
+    let later: Time = links[1..]
+        .iter()
+        .map(|r| r.serialization(frame(last, false)))
+        .fold(Time::ZERO, |a, b| a + b);
+    s.roce.nic_tx_latency
+        + s.roce.nic_rx_latency
+        + s.link_delay * links.len() as u64
+        + s.roce.switch_latency * (links.len() as u64 - 1)
+        + links[0].serialization(bytes)
+        + later
 }
 
 fn fct(r: &RunReport, flow: usize) -> Option<Time> {
@@ -30,11 +55,13 @@ fn pfc_blocks_a_victim_that_shares_no_bottleneck() {
         "PFC keeps both lossless"
     );
     let (with, without) = (fct(&congested, victim).unwrap(), fct(&alone, 0).unwrap());
-    // Alone, the victim runs at its line rate: within 1 % of its ideal completion.
-    let ideal = alone.flows[0].ideal;
+    // Alone, the victim runs at its line rate: host link 400 Gb/s, then 1600 Gb/s up and
+    // down the spine, then 400 Gb/s to its receiver; within 1 % of that.
+    let (host, up) = (BitRate::gbps(400), BitRate::gbps(1600));
+    let ideal = line_rate_fct(&s, 8 << 20, &[host, up, up, host]);
     assert!(
-        without.ps() as f64 <= ideal.ps() as f64 * 1.01,
-        "victim alone {without} vs ideal {ideal}"
+        without >= ideal && without.ps() as f64 <= ideal.ps() as f64 * 1.01,
+        "victim alone {without} vs line rate {ideal}"
     );
     // Its path has spare capacity (1600 Gb/s uplinks for 1600 Gb/s offered), yet PAUSE
     // from the incast's queues holds it back.
@@ -149,8 +176,10 @@ fn pause_storm_stalls_a_victim_until_the_watchdog_breaks_it() {
     );
     assert_eq!(r.flows[victim].delivered_bytes, 8 << 20);
     // The victim waits at most for the watchdog's detection (100 us after the storm began,
-    // 70 us after its own start) plus its own transfer time.
-    let bound = r.flows[victim].ideal + Time::from_us(100);
+    // 70 us after its own start) plus its own transfer at line rate (400 Gb/s host links,
+    // 800 Gb/s up and down the spine).
+    let (host, up) = (BitRate::gbps(400), BitRate::gbps(800));
+    let bound = line_rate_fct(&storm, 8 << 20, &[host, up, up, host]) + Time::from_us(100);
     assert!(finish < bound, "victim FCT {finish} vs bound {bound}");
 }
 
