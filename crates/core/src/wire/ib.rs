@@ -213,8 +213,9 @@ impl PacketRepr {
         b.resize(b.len() + self.payload_len as usize + self.pad(), 0);
         let icrc = icrc(&b);
         b.extend_from_slice(&icrc.to_le_bytes());
+        // Least significant byte first, as the ICRC: both CRCs are reflected.
         let vcrc = vcrc16(&b);
-        b.extend_from_slice(&vcrc.to_be_bytes());
+        b.extend_from_slice(&vcrc.to_le_bytes());
         b
     }
 
@@ -232,7 +233,7 @@ impl PacketRepr {
             return Err(ParseError::LengthMismatch);
         }
         let body_end = bytes.len() - VCRC_LEN - ICRC_LEN;
-        let vcrc = u16::from_be_bytes([bytes[bytes.len() - 2], bytes[bytes.len() - 1]]);
+        let vcrc = u16::from_le_bytes([bytes[bytes.len() - 2], bytes[bytes.len() - 1]]);
         if vcrc16(&bytes[..bytes.len() - VCRC_LEN]) != vcrc {
             return Err(ParseError::BadVcrc);
         }
