@@ -16,9 +16,6 @@ impl Time {
     pub const ZERO: Time = Time(0);
     pub const MAX: Time = Time(u64::MAX);
 
-    pub const fn from_ps(ps: u64) -> Time {
-        Time(ps)
-    }
     pub const fn from_ns(ns: u64) -> Time {
         Time(ns * 1_000)
     }
@@ -97,9 +94,6 @@ impl BitRate {
     }
     pub const fn bps(self) -> u64 {
         self.0
-    }
-    pub fn as_gbps_f64(self) -> f64 {
-        self.0 as f64 * 1e-9
     }
     /// Picoseconds per byte when that is a whole number (every standard Ethernet and
     /// InfiniBand rate: 400 Gb/s is 20 ps), so that callers on a hot path can multiply

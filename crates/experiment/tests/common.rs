@@ -23,7 +23,8 @@ pub fn ib_efficiency(mtu: f64) -> f64 {
     mtu / (mtu + 26.0)
 }
 
-/// Aggregate payload rate (Gb/s) delivered between two instants of the run, in ps.
+/// Payload bytes each of the first `flows` flows delivered between two instants of the
+/// run (in ps).
 pub fn delivered_between(sim: &mut Simulation, flows: usize, t1_ps: u64, t2_ps: u64) -> Vec<u64> {
     use fabricsim_core::units::Time;
     sim.run_until(Time(t1_ps));

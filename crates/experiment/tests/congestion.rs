@@ -20,15 +20,15 @@ fn stall_ps(r: &fabricsim_fabric::report::RunReport) -> u64 {
 fn congestion_control_throttles_sources_instead_of_spreading_backpressure() {
     let off = incast("congestion_control = false");
     let on = incast("congestion_control = true\nfecn_threshold = \"32KiB\"");
-    assert_eq!(off.fecn_marks + off.becns, 0);
+    assert_eq!(off.congestion_marks + off.congestion_notifications, 0);
     assert!(
-        on.fecn_marks > 0 && on.becns > 0,
+        on.congestion_marks > 0 && on.congestion_notifications > 0,
         "marks {} becns {}",
-        on.fecn_marks,
-        on.becns
+        on.congestion_marks,
+        on.congestion_notifications
     );
     assert!(
-        on.becns <= on.fecn_marks,
+        on.congestion_notifications <= on.congestion_marks,
         "one BECN per marked packet at most"
     );
     assert!(on.flows.iter().all(|f| f.finish.is_some()));
@@ -48,7 +48,7 @@ fn congestion_control_throttles_sources_instead_of_spreading_backpressure() {
 fn a_threshold_above_any_queue_marks_nothing_and_changes_nothing() {
     let off = incast("congestion_control = false");
     let idle = incast("congestion_control = true\nfecn_threshold = \"1GiB\"");
-    assert_eq!(idle.fecn_marks, 0);
+    assert_eq!(idle.congestion_marks, 0);
     assert_eq!(
         idle.flows, off.flows,
         "CC with no marks must not perturb the run"

@@ -93,8 +93,10 @@ pub struct RunReport {
     pub ports: Vec<PortResult>,
     pub drops: u64,
     pub retransmitted_packets: u64,
-    pub fecn_marks: u64,
-    pub becns: u64,
+    /// Packets marked as congested: FECN on InfiniBand, ECN CE on RoCEv2.
+    pub congestion_marks: u64,
+    /// Congestion notifications returned to senders: BECNs on InfiniBand, CNPs on RoCEv2.
+    pub congestion_notifications: u64,
     pub duplicates: u64,
     pub buffer_overflows: u64,
     pub peak_packets_in_flight: u64,

@@ -153,11 +153,6 @@ impl InOrderReceiver {
         }
     }
 
-    /// Packets placed so far (a prefix of the message).
-    pub fn received(&self) -> u32 {
-        self.expected
-    }
-
     pub fn on_data(&mut self, index: u32) -> InOrderReceipt {
         use std::cmp::Ordering::*;
         match index.cmp(&self.expected) {
@@ -248,14 +243,6 @@ impl RcReceiver {
             ack,
             complete,
         }
-    }
-
-    pub fn received(&self) -> u32 {
-        self.received
-    }
-
-    pub fn is_complete(&self) -> bool {
-        self.received == self.packets
     }
 }
 

@@ -18,7 +18,9 @@ pub struct IbConfig {
     pub hca_tx_latency: Time,
     /// HCA latency from the last packet's arrival to the completion. Default 500 ns (unverified).
     pub hca_rx_latency: Time,
-    /// Data VLs per port (1..=15; ConnectX firmware default 4, REFERENCE.md section 3).
+    /// Data VLs per port (1..=15). Default 1: every SL on one VL, as a fabric configured
+    /// without QoS runs; ConnectX firmware supports 4 or more data VLs (REFERENCE.md
+    /// section 3), which scenarios set with `virtual_lanes`.
     pub virtual_lanes: u8,
     /// Input buffer per VL per port, in bytes (a multiple of 64, at most 128 KiB, the
     /// 2048-block window of the 12-bit credit counters). Default 64 KiB: unverified, and

@@ -89,8 +89,8 @@ enum Event {
     CreditRefresh { port: u32 },
     /// A flow's WRITE is posted to its HCA.
     Post { flow: u32 },
-    /// An NVLink transfer has landed.
-    NvlinkDone { flow: u32 },
+    /// A transfer inside a server (NVLink, or a PCIe or CPU stage of a data path) landed.
+    LocalDone { flow: u32 },
     /// Look for a credit-loop deadlock.
     DeadlockCheck,
 }
@@ -590,7 +590,7 @@ impl Simulation {
                 self.try_transmit(PortId(port));
             }
             Event::DeadlockCheck => self.check_deadlock(),
-            Event::NvlinkDone { flow } => self.nvlink_done(flow, self.queue.now()),
+            Event::LocalDone { flow } => self.local_done(flow, self.queue.now()),
             Event::Post { flow } => self.post(flow),
         }
     }
@@ -1159,7 +1159,7 @@ impl Simulation {
         }
         let m = self.flows[flow as usize].msg;
         if Lifecycle::is_local(&self.topo, &m) {
-            self.post_nvlink(flow);
+            self.post_local(flow);
             return;
         }
         let f = &self.flows[flow as usize];
@@ -1182,17 +1182,17 @@ impl Simulation {
     }
 
     /// A message inside a server (NVLink, or a data-path stage) goes at flow level.
-    fn post_nvlink(&mut self, flow: u32) {
+    fn post_local(&mut self, flow: u32) {
         let now = self.queue.now();
         let (done, next) = self.lifecycle.start_local(&mut self.flows, flow, now);
-        self.queue.schedule(done, Event::NvlinkDone { flow });
+        self.queue.schedule(done, Event::LocalDone { flow });
         if let Some(next) = next {
             self.post(next);
         }
     }
 
     /// A transfer inside a server landed.
-    fn nvlink_done(&mut self, flow: u32, now: Time) {
+    fn local_done(&mut self, flow: u32, now: Time) {
         let posts = self.lifecycle.finish_local(&mut self.flows, flow, now);
         self.schedule_posts(posts);
     }
@@ -1412,8 +1412,8 @@ impl Simulation {
             ports,
             drops: 0,
             retransmitted_packets: 0,
-            fecn_marks: self.fecn_marks,
-            becns: self.becns,
+            congestion_marks: self.fecn_marks,
+            congestion_notifications: self.becns,
             duplicates: self.duplicates,
             buffer_overflows: self.audit().buffer_overflows,
             peak_packets_in_flight: self.peak_packets_in_flight,

@@ -100,8 +100,8 @@ enum Event {
     Timeout { flow: u32 },
     /// Re-send PAUSE on an ingress that is still congested (or a stalled NIC).
     PauseRefresh { port: u32 },
-    /// An NVLink transfer has landed.
-    NvlinkDone { flow: u32 },
+    /// A transfer inside a server (NVLink, or a PCIe or CPU stage of a data path) landed.
+    LocalDone { flow: u32 },
     /// Look for a deadlock in the wait-for graph of paused queues.
     DeadlockCheck,
     /// A NIC's receive pipeline stalls (pause storm) or recovers.
@@ -528,7 +528,8 @@ impl Simulation {
         self.ports[port.index()].queued[DATA]
     }
 
-    /// The DCQCN rate of every flow each time it changed, in time order.
+    /// Every DCQCN rate cut and, every `rate_sample`, each active flow's pacing rate and
+    /// sent rate, in time order.
     pub fn rate_samples(&self) -> &[RateSample] {
         &self.rates
     }
@@ -560,7 +561,7 @@ impl Simulation {
                 }
             }
             Event::DeadlockCheck => self.check_deadlock(now),
-            Event::NvlinkDone { flow } => self.nvlink_done(flow, now),
+            Event::LocalDone { flow } => self.local_done(flow, now),
             Event::Stall { host, stalled } => self.set_stalled(HostId(host), stalled),
             Event::Watchdog { port } => self.watchdog(PortId(port), now),
             Event::SampleRates => self.sample_rates(now),
@@ -1130,7 +1131,7 @@ impl Simulation {
         }
         let m = self.flows[flow as usize].msg;
         if Lifecycle::is_local(&self.topo, &m) {
-            self.post_nvlink(flow);
+            self.post_local(flow);
             return;
         }
         self.activate(flow, now);
@@ -1170,17 +1171,17 @@ impl Simulation {
     }
 
     /// A message inside a server (NVLink, or a data-path stage) goes at flow level.
-    fn post_nvlink(&mut self, flow: u32) {
+    fn post_local(&mut self, flow: u32) {
         let now = self.queue.now();
         let (done, next) = self.lifecycle.start_local(&mut self.flows, flow, now);
-        self.queue.schedule(done, Event::NvlinkDone { flow });
+        self.queue.schedule(done, Event::LocalDone { flow });
         if let Some(next) = next {
             self.post(next, now);
         }
     }
 
     /// A transfer inside a server landed.
-    fn nvlink_done(&mut self, flow: u32, now: Time) {
+    fn local_done(&mut self, flow: u32, now: Time) {
         let posts = self.lifecycle.finish_local(&mut self.flows, flow, now);
         self.schedule_posts(posts);
     }
@@ -1469,8 +1470,8 @@ impl Simulation {
             ports,
             drops: self.drops,
             retransmitted_packets: self.retransmitted,
-            fecn_marks: self.ports.iter().map(|p| p.ecn_marks).sum(),
-            becns: self.cnps,
+            congestion_marks: self.ports.iter().map(|p| p.ecn_marks).sum(),
+            congestion_notifications: self.cnps,
             duplicates: 0,
             buffer_overflows: 0,
             peak_packets_in_flight: self.peak_packets_in_flight,

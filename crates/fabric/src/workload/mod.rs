@@ -147,19 +147,6 @@ pub struct Workload {
 }
 
 impl Workload {
-    /// Independent messages (no dependencies).
-    pub fn independent(messages: Vec<Message>) -> Self {
-        Workload {
-            after: vec![Vec::new(); messages.len()],
-            follows: vec![None; messages.len()],
-            messages,
-            collectives: Vec::new(),
-            trainings: Vec::new(),
-            sharp_groups: Vec::new(),
-            data_paths: Vec::new(),
-        }
-    }
-
     /// Appends a message that waits for `after` and, on its connection, `follows`;
     /// returns its index.
     pub fn push(&mut self, m: Message, after: Vec<Dep>, follows: Option<u32>) -> u32 {
