@@ -2,8 +2,9 @@
 //! flight, the ideal completion time of a message on an empty fabric, capture filters and
 //! deadlock detection over a wait-for graph.
 
-use crate::report::{DeadlockHop, FlowResult};
+use crate::report::{Deadlock, DeadlockHop, FlowResult};
 use crate::workload::{Dep, Local, Message, Workload};
+use fabricsim_core::engine::EventQueue;
 use fabricsim_core::pool::{Fifo, Pool, Slot};
 use fabricsim_core::topology::{NodeKind, Nvlink, Port, Routes, Topology};
 use fabricsim_core::units::{HostId, PortId, Time};
@@ -422,7 +423,168 @@ impl Progress {
 /// A fabric's per-message state: the message and its progress.
 pub trait Tracked {
     fn message(&self) -> &Message;
-    fn progress(&mut self) -> &mut Progress;
+    fn progress(&self) -> &Progress;
+    fn progress_mut(&mut self) -> &mut Progress;
+}
+
+/// The message now sending on `flow`'s connection: itself, or a later message it handed
+/// the connection over to.
+pub fn current_on_connection<F: Tracked>(flows: &[F], mut flow: u32) -> u32 {
+    while let Some(next) = flows[flow as usize].progress().handed_to {
+        flow = next;
+    }
+    flow
+}
+
+/// The events a fabric schedules for the message life cycle.
+pub(crate) trait LifecycleEvent {
+    /// A message is posted to its sender.
+    fn post(flow: u32) -> Self;
+    /// A transfer inside a server landed.
+    fn local_done(flow: u32) -> Self;
+}
+
+/// What every fabric simulation keeps besides its own model: the event queue, the
+/// messages' flows and their life cycle, when and why the run stops, and the capture.
+pub(crate) struct RunState<E, F, C> {
+    pub queue: EventQueue<E>,
+    pub flows: Vec<F>,
+    pub lifecycle: Lifecycle,
+    pub stop_at: Option<Time>,
+    /// Events were left when `stop_at` was reached.
+    pub stopped_by_time: bool,
+    /// A deadlock that stopped the run.
+    pub deadlock: Option<Deadlock>,
+    /// What to capture, and what has been.
+    pub capture: Option<(CaptureFilter, Vec<C>)>,
+}
+
+impl<E, F, C> RunState<E, F, C> {
+    /// The next event due by `stop_at`; `None` (noting whether events were left) once
+    /// none is.
+    pub fn next_event(&mut self) -> Option<(Time, E)> {
+        let next = self.queue.pop_until(self.stop_at.unwrap_or(Time::MAX));
+        if next.is_none() {
+            self.stopped_by_time = !self.queue.is_empty();
+        }
+        next
+    }
+
+    /// Every message's outcome, with its ideal completion time.
+    pub fn flow_results(&self, ideal: impl Fn(&Message) -> Time) -> Vec<FlowResult>
+    where
+        F: Tracked,
+    {
+        self.flows
+            .iter()
+            .map(|f| f.progress().result(f.message(), ideal(f.message())))
+            .collect()
+    }
+
+    /// The captured records, in order.
+    pub fn captured(&self) -> &[C] {
+        self.capture
+            .as_ref()
+            .map(|(_, c)| c.as_slice())
+            .unwrap_or(&[])
+    }
+}
+
+/// A fabric simulation as the message life cycle and the run loop see it. The fabric
+/// supplies its shared state, its sender's queueing and its event handling; the provided
+/// methods (posting after dependencies and along connections, transfers inside servers,
+/// releasing dependents) are the same on both fabrics, and so is the run loop
+/// ([`EventDriven`]).
+pub(crate) trait MessageFabric {
+    type Event: LifecycleEvent;
+    type Flow: Tracked;
+    type Capture;
+
+    fn state(&self) -> &RunState<Self::Event, Self::Flow, Self::Capture>;
+    fn state_mut(&mut self) -> &mut RunState<Self::Event, Self::Flow, Self::Capture>;
+    fn topology(&self) -> &Topology;
+    /// Handles the next event (or notes that `stop_at` was reached).
+    fn handle_next(&mut self);
+    /// `next` continues `prev`'s connection: `prev` records the hand-over (`handed_to`),
+    /// `next` takes over the sender's congestion-control and pacing state.
+    fn inherit_connection(&mut self, prev: u32, next: u32);
+    /// A posted network message joins its sender's send queue.
+    fn enqueue(&mut self, flow: u32);
+
+    /// A posted message: it waits while the one before it on its connection has not handed
+    /// all its packets to the wire (that one posts it when it has); it goes at flow level
+    /// if it stays inside its server; otherwise it joins its sender's queue.
+    fn post(&mut self, flow: u32) {
+        let flows = &mut self.state_mut().flows;
+        if let Some(prev) = flows[flow as usize].progress().follows {
+            let p = flows[prev as usize].progress_mut();
+            if !p.injected {
+                p.successor = Some(flow);
+                return;
+            }
+            self.inherit_connection(prev, flow);
+        }
+        let m = *self.state().flows[flow as usize].message();
+        if Lifecycle::is_local(self.topology(), &m) {
+            self.post_local(flow);
+        } else {
+            self.enqueue(flow);
+        }
+    }
+
+    /// A message inside a server (NVLink, or a data-path stage) goes at flow level; the
+    /// message following it on its connection may post at once.
+    fn post_local(&mut self, flow: u32) {
+        let s = self.state_mut();
+        let now = s.queue.now();
+        let (done, next) = s.lifecycle.start_local(&mut s.flows, flow, now);
+        s.queue.schedule(done, Self::Event::local_done(flow));
+        if let Some(next) = next {
+            self.post(next);
+        }
+    }
+
+    /// A transfer inside a server landed.
+    fn local_done(&mut self, flow: u32) {
+        let s = self.state_mut();
+        let posts = s.lifecycle.finish_local(&mut s.flows, flow, s.queue.now());
+        schedule_posts(&mut s.queue, posts);
+    }
+
+    /// A message completed at its receiver at `at`: posts what waited for it.
+    fn release_dependents(&mut self, flow: u32, at: Time) {
+        let s = self.state_mut();
+        let posts = s.lifecycle.release(&mut s.flows, flow, at);
+        schedule_posts(&mut s.queue, posts);
+    }
+}
+
+/// Schedules each `(time, message)` post.
+pub(crate) fn schedule_posts<E: LifecycleEvent>(
+    queue: &mut EventQueue<E>,
+    posts: Vec<(Time, u32)>,
+) {
+    for (t, flow) in posts {
+        queue.schedule(t, E::post(flow));
+    }
+}
+
+impl<T: MessageFabric> EventDriven for T {
+    fn is_finished(&self) -> bool {
+        let s = self.state();
+        s.lifecycle.completed == s.flows.len()
+            || s.stopped_by_time
+            || s.deadlock.is_some()
+            || s.queue.is_empty()
+    }
+
+    fn next_event_time(&mut self) -> Option<Time> {
+        self.state_mut().queue.peek_time()
+    }
+
+    fn pop_one(&mut self) {
+        self.handle_next();
+    }
 }
 
 /// The message life cycle both fabrics share: dependencies, transfers inside servers
@@ -481,7 +643,7 @@ impl Lifecycle {
             .map(|(j, ready)| {
                 let f = &mut flows[j as usize];
                 let started = f.message().start.max(ready);
-                f.progress().started = started;
+                f.progress_mut().started = started;
                 (started + self.post_delay(f.message()), j)
             })
             .collect()
@@ -506,7 +668,7 @@ impl Lifecycle {
             Some(stage) => self.local.local(stage, m.size, now),
             None => self.local.transfer(m.src, m.dst, m.size, now),
         };
-        let p = f.progress();
+        let p = f.progress_mut();
         p.injected = true;
         (done, p.successor.take())
     }
@@ -521,7 +683,7 @@ impl Lifecycle {
     ) -> Vec<(Time, u32)> {
         let f = &mut flows[flow as usize];
         let size = f.message().size;
-        let p = f.progress();
+        let p = f.progress_mut();
         p.sent_bytes = size;
         p.delivered_bytes = size;
         p.finish = Some(now);

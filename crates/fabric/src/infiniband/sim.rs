@@ -3,7 +3,8 @@
 use super::config::IbConfig;
 use super::sharp::SharpGroup;
 use crate::driver::{
-    self, deadlock_hop, CaptureFilter, EventDriven, Lifecycle, Progress, Tracked, WaitGraph, Wire,
+    self, deadlock_hop, CaptureFilter, Lifecycle, LifecycleEvent, MessageFabric, Progress,
+    RunState, Tracked, WaitGraph, Wire,
 };
 use crate::report::{Deadlock, PortResult, RunReport};
 use crate::workload::{Message, Workload};
@@ -80,7 +81,7 @@ impl Frame {
 
 /// The closed event set.
 #[derive(Clone, Copy, Debug)]
-enum Event {
+pub(crate) enum Event {
     /// The port's transmitter finished a frame, or a queued packet became ready.
     Transmitter { port: u32, generation: u32 },
     /// The head of the port's link FIFO reaches the peer.
@@ -143,20 +144,28 @@ impl EgressVl {
     }
 
     /// Queues the packet in `slot` from `input`; it becomes ready at `ready`.
+    #[inline(always)]
     fn push(&mut self, frames: &mut Pool<Frame>, input: usize, slot: Slot, ready: Time) {
         if self.inputs.is_empty() {
-            self.inputs = vec![
-                InputQueue {
-                    packets: Fifo::default(),
-                    ready: 0,
-                    next_ready: NO_INPUT,
-                };
-                self.radix as usize
-            ];
+            self.make_inputs();
         }
         frames.push_back(&mut self.inputs[input].packets, slot, ready);
         self.maturing.push_back((ready, input as u16));
         self.bytes += frames.get(slot).packet().wire as u64;
+    }
+
+    /// The per-input queues, made at the first packet.
+    #[cold]
+    #[inline(never)]
+    fn make_inputs(&mut self) {
+        self.inputs = vec![
+            InputQueue {
+                packets: Fifo::default(),
+                ready: 0,
+                next_ready: NO_INPUT,
+            };
+            self.radix as usize
+        ];
     }
 
     /// Marks every packet whose latency has passed by `now` as ready.
@@ -291,7 +300,7 @@ struct Hca {
 }
 
 #[derive(Clone, Debug)]
-struct Flow {
+pub(crate) struct Flow {
     msg: Message,
     vl: u8,
     sender: RcSender,
@@ -308,7 +317,10 @@ impl Tracked for Flow {
     fn message(&self) -> &Message {
         &self.msg
     }
-    fn progress(&mut self) -> &mut Progress {
+    fn progress(&self) -> &Progress {
+        &self.life
+    }
+    fn progress_mut(&mut self) -> &mut Progress {
         &mut self.life
     }
 }
@@ -338,7 +350,8 @@ pub struct Simulation {
     cfg: IbConfig,
     topo: Topology,
     routes: Routes,
-    queue: EventQueue<Event>,
+    /// The event queue, the flows and their life cycle, the stop and the capture.
+    state: RunState<Event, Flow, Captured>,
     /// Every frame on a link or in a switch queue, stored once from its first transmission
     /// to its delivery.
     frames: Pool<Frame>,
@@ -357,22 +370,16 @@ pub struct Simulation {
     /// switch's candidate up-ports reads one or two cache lines, not one port each.
     loads: Vec<u64>,
     hcas: Vec<Hca>,
-    flows: Vec<Flow>,
-    lifecycle: Lifecycle,
     sharp: Vec<SharpGroup>,
-    stop_at: Option<Time>,
-    stopped_by_time: bool,
     fecn_marks: u64,
     becns: u64,
     duplicates: u64,
     buffer_overflows: u64,
     packets_in_flight: u64,
     peak_packets_in_flight: u64,
-    capture: Option<(CaptureFilter, Vec<Captured>)>,
     deadlock_check_pending: bool,
     /// A closed set of blocked VLs seen at the last check, with its ports' packet counts.
     deadlock_suspect: Option<(Vec<usize>, Vec<u64>)>,
-    deadlock: Option<Deadlock>,
 }
 
 impl Simulation {
@@ -460,9 +467,7 @@ impl Simulation {
         let mut queue = EventQueue::new();
         let messages = &workload.messages;
         let lifecycle = Lifecycle::new(workload, &topo, cfg.hca_tx_latency);
-        for (t, flow) in lifecycle.initial_posts(messages) {
-            queue.schedule(t, Event::Post { flow });
-        }
+        driver::schedule_posts(&mut queue, lifecycle.initial_posts(messages));
         let sharp = workload
             .sharp_groups
             .iter()
@@ -507,7 +512,15 @@ impl Simulation {
             cfg,
             topo,
             routes,
-            queue,
+            state: RunState {
+                queue,
+                flows,
+                lifecycle,
+                stop_at,
+                stopped_by_time: false,
+                deadlock: None,
+                capture: None,
+            },
             frames: Pool::default(),
             loads: vec![0; ports.len()],
             tx_credit: vec![CreditSender::new(blocks); ports.len() * vls],
@@ -516,49 +529,39 @@ impl Simulation {
             ports,
             egress,
             hcas,
-            flows,
-            lifecycle,
             sharp,
-            stop_at,
-            stopped_by_time: false,
             fecn_marks: 0,
             becns: 0,
             duplicates: 0,
             buffer_overflows: 0,
             packets_in_flight: 0,
             peak_packets_in_flight: 0,
-            capture: None,
             deadlock_check_pending: false,
             deadlock_suspect: None,
-            deadlock: None,
         })
     }
 
     /// Keeps the packets `filter` selects, as they leave their source HCA.
     pub fn capture(&mut self, filter: CaptureFilter) {
-        self.capture = Some((filter, Vec::new()));
+        self.state.capture = Some((filter, Vec::new()));
     }
 
     /// The captured packets, in transmission order.
     pub fn captured(&self) -> &[Captured] {
-        self.capture
-            .as_ref()
-            .map(|(_, c)| c.as_slice())
-            .unwrap_or(&[])
+        self.state.captured()
     }
 
     pub fn now(&self) -> Time {
-        self.queue.now()
+        self.state.queue.now()
     }
 
     pub fn events(&self) -> u64 {
-        self.queue.popped()
+        self.state.queue.popped()
     }
 
-    fn handle_next(&mut self) {
-        let Some((_, event)) = self.queue.pop_until(self.stop_at.unwrap_or(Time::MAX)) else {
-            // Nothing due before `stop_at`: either the queue is empty or the bound is hit.
-            self.stopped_by_time = !self.queue.is_empty();
+    #[inline(always)]
+    fn handle_event(&mut self) {
+        let Some((_, event)) = self.state.next_event() else {
             return;
         };
         match event {
@@ -585,12 +588,14 @@ impl Simulation {
                     p.fc_pending = (1u16 << self.cfg.virtual_lanes) - 1;
                 }
                 p.fc_sent_since_refresh = false;
-                let next = self.queue.now() + self.cfg.credit_refresh;
-                self.queue.schedule(next, Event::CreditRefresh { port });
+                let next = self.state.queue.now() + self.cfg.credit_refresh;
+                self.state
+                    .queue
+                    .schedule(next, Event::CreditRefresh { port });
                 self.try_transmit(PortId(port));
             }
             Event::DeadlockCheck => self.check_deadlock(),
-            Event::LocalDone { flow } => self.local_done(flow, self.queue.now()),
+            Event::LocalDone { flow } => self.local_done(flow),
             Event::Post { flow } => self.post(flow),
         }
     }
@@ -598,7 +603,7 @@ impl Simulation {
     /// The periodic deadlock check, while any port waits for credits.
     fn check_deadlock(&mut self) {
         self.deadlock_check_pending = false;
-        let now = self.queue.now();
+        let now = self.state.queue.now();
         match self.find_deadlock() {
             Some(cycle) => {
                 let sent: Vec<u64> = cycle
@@ -614,7 +619,7 @@ impl Simulation {
                         .iter()
                         .map(|&q| deadlock_hop(&self.topo, PortId((q / self.vls()) as u32)))
                         .collect();
-                    self.deadlock = Some(Deadlock {
+                    self.state.deadlock = Some(Deadlock {
                         at: now,
                         cycle: hops,
                     });
@@ -626,7 +631,8 @@ impl Simulation {
         }
         if self.deadlock_suspect.is_some() || self.ports.iter().any(|p| p.stall_since != NEVER) {
             self.deadlock_check_pending = true;
-            self.queue
+            self.state
+                .queue
                 .schedule(now + self.cfg.deadlock_check, Event::DeadlockCheck);
         }
     }
@@ -708,7 +714,7 @@ impl Simulation {
 
     /// [`Simulation::try_transmit`] on an idle transmitter.
     fn start_next(&mut self, port: PortId) {
-        let now = self.queue.now();
+        let now = self.state.queue.now();
         let vls = self.vls();
         while self.ports[port.index()].fc_pending != 0 {
             let p = &mut self.ports[port.index()];
@@ -738,7 +744,8 @@ impl Simulation {
             p.stall_since = now;
             if !self.deadlock_check_pending {
                 self.deadlock_check_pending = true;
-                self.queue
+                self.state
+                    .queue
                     .schedule(now + self.cfg.deadlock_check, Event::DeadlockCheck);
             }
         }
@@ -747,7 +754,7 @@ impl Simulation {
                 p.generation += 1;
                 p.wake_at = t;
                 let generation = p.generation;
-                self.queue.schedule(
+                self.state.queue.schedule(
                     t,
                     Event::Transmitter {
                         port: port.0,
@@ -762,7 +769,7 @@ impl Simulation {
     /// holds the transmitter until its end event; a flow-control packet only pushes
     /// `free_at` forward.
     fn transmit(&mut self, port: PortId, slot: Slot, bytes: u32) {
-        let now = self.queue.now();
+        let now = self.state.queue.now();
         let frame = *self.frames.get(slot);
         let p = &mut self.ports[port.index()];
         let spec = p.link;
@@ -783,7 +790,7 @@ impl Simulation {
             let generation = p.generation;
             self.add_load(port, 1);
             self.update_tx_credit(port, pkt.vl, |c| c.on_send(pkt.blocks()));
-            self.queue.schedule(
+            self.state.queue.schedule(
                 end,
                 Event::Transmitter {
                     port: port.0,
@@ -792,7 +799,8 @@ impl Simulation {
             );
         }
         if was_idle {
-            self.queue
+            self.state
+                .queue
                 .schedule(arrival, Event::Arrival { port: port.0 });
         }
     }
@@ -852,7 +860,7 @@ impl Simulation {
     fn serve_hca(&mut self, port: PortId, host: HostId, now: Time) {
         let hca = &self.hcas[host.index()];
         let p = &mut self.ports[port.index()];
-        let flows = &self.flows;
+        let flows = &self.state.flows;
         let mut blocked = false;
         let mut wake: Option<Time> = None;
         let tx_credit = &self.tx_credit[port.index() * self.cfg.virtual_lanes as usize..];
@@ -896,7 +904,7 @@ impl Simulation {
         } else {
             let qps = &mut hca.qps[vl as usize];
             let f = qps.remove(chosen).expect("the arbiter saw this QP");
-            let flow = &mut self.flows[f as usize];
+            let flow = &mut self.state.flows[f as usize];
             let seg: Segment = flow.sender.next_segment().expect("queued QPs have data");
             if flow.sender.has_more() {
                 qps.push_back(f);
@@ -934,8 +942,8 @@ impl Simulation {
             }
         };
         if let Some((prev, next)) = handoff {
-            self.inherit(prev, next);
-            let nvl = self.flows[next as usize].vl as usize;
+            self.inherit_connection(prev, next);
+            let nvl = self.state.flows[next as usize].vl as usize;
             self.hcas[host.index()].qps[nvl].push_back(next);
         }
         self.ports[port.index()].arbiter.charge(packet.blocks());
@@ -947,13 +955,13 @@ impl Simulation {
 
     /// Adds a packet leaving its source HCA to the capture, if it is selected.
     fn record(&mut self, pkt: Packet, now: Time) {
-        let Some((filter, out)) = &mut self.capture else {
+        let Some((filter, out)) = &mut self.state.capture else {
             return;
         };
         if !filter.wants(Some(pkt.flow), out.len()) {
             return;
         }
-        let flow = &self.flows[pkt.flow as usize];
+        let flow = &self.state.flows[pkt.flow as usize];
         let (src, dst) = match pkt.kind {
             Kind::Data | Kind::SharpUp | Kind::SharpDown => (flow.msg.src, flow.msg.dst),
             Kind::Ack | Kind::Becn => (flow.msg.dst, flow.msg.src),
@@ -989,11 +997,13 @@ impl Simulation {
 
     /// The head of `port`'s link reaches the peer port.
     fn arrive(&mut self, port: PortId) {
-        let now = self.queue.now();
+        let now = self.state.queue.now();
         let p = &mut self.ports[port.index()];
         let (slot, next) = p.wire.pop(&mut self.frames);
         if let Some(next) = next {
-            self.queue.schedule(next, Event::Arrival { port: port.0 });
+            self.state
+                .queue
+                .schedule(next, Event::Arrival { port: port.0 });
         }
         let to = p.link.peer;
         match *self.frames.get(slot) {
@@ -1146,69 +1156,6 @@ impl Simulation {
         );
     }
 
-    /// A posted WRITE joins its HCA's QP list, unless it follows one on its connection
-    /// that has not handed all its packets to the wire yet (then it starts when that one
-    /// has, see `serve_hca`).
-    fn post(&mut self, flow: u32) {
-        if let Some(prev) = self.flows[flow as usize].life.follows {
-            if !self.flows[prev as usize].life.injected {
-                self.flows[prev as usize].life.successor = Some(flow);
-                return;
-            }
-            self.inherit(prev, flow);
-        }
-        let m = self.flows[flow as usize].msg;
-        if Lifecycle::is_local(&self.topo, &m) {
-            self.post_local(flow);
-            return;
-        }
-        let f = &self.flows[flow as usize];
-        let (src, vl) = (f.msg.src, f.vl as usize);
-        self.hcas[src.index()].qps[vl].push_back(flow);
-        self.try_transmit(self.topo.host_port(src));
-    }
-
-    /// A message continuing `prev`'s connection takes over its congestion-control state;
-    /// BECNs for `prev` reach it from now on.
-    fn inherit(&mut self, prev: u32, next: u32) {
-        let (cc, t) = {
-            let p = &mut self.flows[prev as usize];
-            p.life.handed_to = Some(next);
-            (p.cc.clone(), p.next_allowed)
-        };
-        let n = &mut self.flows[next as usize];
-        n.cc = cc;
-        n.next_allowed = n.next_allowed.max(t);
-    }
-
-    /// A message inside a server (NVLink, or a data-path stage) goes at flow level.
-    fn post_local(&mut self, flow: u32) {
-        let now = self.queue.now();
-        let (done, next) = self.lifecycle.start_local(&mut self.flows, flow, now);
-        self.queue.schedule(done, Event::LocalDone { flow });
-        if let Some(next) = next {
-            self.post(next);
-        }
-    }
-
-    /// A transfer inside a server landed.
-    fn local_done(&mut self, flow: u32, now: Time) {
-        let posts = self.lifecycle.finish_local(&mut self.flows, flow, now);
-        self.schedule_posts(posts);
-    }
-
-    /// A message completed at its receiver at `at`: posts what waited for it.
-    fn release_dependents(&mut self, flow: u32, at: Time) {
-        let posts = self.lifecycle.release(&mut self.flows, flow, at);
-        self.schedule_posts(posts);
-    }
-
-    fn schedule_posts(&mut self, posts: Vec<(Time, u32)>) {
-        for (t, flow) in posts {
-            self.queue.schedule(t, Event::Post { flow });
-        }
-    }
-
     /// A packet reached host `h`.
     fn deliver(&mut self, h: HostId, pkt: Packet, now: Time) {
         if pkt.kind == Kind::SharpDown {
@@ -1218,17 +1165,17 @@ impl Simulation {
             if g.received[h.index()] == g.chunks {
                 let fid = g.flow_of_host[h.index()].expect("a rank of the group");
                 let at = now + self.cfg.hca_rx_latency;
-                let f = &mut self.flows[fid as usize];
+                let f = &mut self.state.flows[fid as usize];
                 f.life.sent_bytes = f.msg.size;
                 f.life.delivered_bytes = f.msg.size;
                 f.life.finish = Some(at);
                 f.life.acked = Some(now);
-                self.lifecycle.completed += 1;
+                self.state.lifecycle.completed += 1;
                 self.release_dependents(fid, at);
             }
             return;
         }
-        let flow = &mut self.flows[pkt.flow as usize];
+        let flow = &mut self.state.flows[pkt.flow as usize];
         match pkt.kind {
             Kind::Data => {
                 self.packets_in_flight -= 1;
@@ -1269,19 +1216,18 @@ impl Simulation {
             }
             Kind::Ack | Kind::Becn => {
                 if pkt.kind == Kind::Becn {
-                    let mut current = pkt.flow;
-                    while let Some(next) = self.flows[current as usize].life.handed_to {
-                        current = next;
-                    }
+                    let current = driver::current_on_connection(&self.state.flows, pkt.flow);
                     if let Some(cc) = &self.cfg.congestion_control {
-                        self.flows[current as usize].cc.on_becn(now, &cc.source);
+                        self.state.flows[current as usize]
+                            .cc
+                            .on_becn(now, &cc.source);
                     }
                 }
-                let flow = &mut self.flows[pkt.flow as usize];
+                let flow = &mut self.state.flows[pkt.flow as usize];
                 // A BECN acknowledges nothing (its ACK, if one was due, travels beside it).
                 if pkt.kind == Kind::Ack && flow.sender.on_ack(pkt.index) {
                     flow.life.acked = Some(now);
-                    self.lifecycle.completed += 1;
+                    self.state.lifecycle.completed += 1;
                 }
             }
             Kind::SharpUp | Kind::SharpDown => {
@@ -1299,7 +1245,7 @@ impl Simulation {
 
     /// Payload bytes a flow's receiver holds so far.
     pub fn flow_delivered(&self, flow: usize) -> u64 {
-        self.flows[flow].life.delivered_bytes
+        self.state.flows[flow].life.delivered_bytes
     }
 
     /// Conservation and buffer checks, computed by walking every queue and link.
@@ -1328,8 +1274,13 @@ impl Simulation {
             }
         }
         Audit {
-            sent_payload: self.flows.iter().map(|f| f.life.sent_bytes).sum(),
-            delivered_payload: self.flows.iter().map(|f| f.life.delivered_bytes).sum(),
+            sent_payload: self.state.flows.iter().map(|f| f.life.sent_bytes).sum(),
+            delivered_payload: self
+                .state
+                .flows
+                .iter()
+                .map(|f| f.life.delivered_bytes)
+                .sum(),
             in_flight_payload: in_flight,
             packets_in_flight: packets,
             buffer_overflows: self.buffer_overflows
@@ -1346,7 +1297,7 @@ impl Simulation {
     /// every link, a switch latency per switch, the whole message serialised once at the
     /// host rate, and the last packet re-serialised at every store-and-forward switch.
     fn ideal_fct(&self, m: &Message) -> Time {
-        if let Some(t) = self.lifecycle.ideal_local(&self.topo, m) {
+        if let Some(t) = self.state.lifecycle.ideal_local(&self.topo, m) {
             return t;
         }
         if m.src == m.dst {
@@ -1376,11 +1327,7 @@ impl Simulation {
 
     /// Everything measured, for the experiment layer.
     pub fn report(&self) -> RunReport {
-        let flows = self
-            .flows
-            .iter()
-            .map(|f| f.life.result(&f.msg, self.ideal_fct(&f.msg)))
-            .collect();
+        let flows = self.state.flow_results(|m| self.ideal_fct(m));
         let ports = self
             .ports
             .iter()
@@ -1398,7 +1345,7 @@ impl Simulation {
                     + if p.stall_since == NEVER {
                         Time::ZERO
                     } else {
-                        self.queue.now() - p.stall_since
+                        self.state.queue.now() - p.stall_since
                     },
                 credit_packets: p.credit_packets,
                 ecn_marks: p.fecn_marks,
@@ -1406,8 +1353,8 @@ impl Simulation {
             })
             .collect();
         RunReport {
-            sim_time: self.queue.now(),
-            events: self.queue.popped(),
+            sim_time: self.state.queue.now(),
+            events: self.state.queue.popped(),
             flows,
             ports,
             drops: 0,
@@ -1417,12 +1364,12 @@ impl Simulation {
             duplicates: self.duplicates,
             buffer_overflows: self.audit().buffer_overflows,
             peak_packets_in_flight: self.peak_packets_in_flight,
-            stopped_by_time: self.stopped_by_time,
+            stopped_by_time: self.state.stopped_by_time,
             pfc_pause_frames: 0,
             naks: 0,
             timeouts: 0,
             watchdog_trips: 0,
-            deadlock: self.deadlock.clone(),
+            deadlock: self.state.deadlock.clone(),
             pfc_cycles: Vec::new(),
         }
     }
@@ -1433,19 +1380,51 @@ fn lid(h: HostId) -> u16 {
     (h.0 + 1) as u16
 }
 
-impl EventDriven for Simulation {
-    fn is_finished(&self) -> bool {
-        self.lifecycle.completed == self.flows.len()
-            || self.stopped_by_time
-            || self.queue.is_empty()
-            || self.deadlock.is_some()
+impl LifecycleEvent for Event {
+    fn post(flow: u32) -> Self {
+        Event::Post { flow }
+    }
+    fn local_done(flow: u32) -> Self {
+        Event::LocalDone { flow }
+    }
+}
+
+impl MessageFabric for Simulation {
+    type Event = Event;
+    type Flow = Flow;
+    type Capture = Captured;
+
+    fn state(&self) -> &RunState<Event, Flow, Captured> {
+        &self.state
+    }
+    fn state_mut(&mut self) -> &mut RunState<Event, Flow, Captured> {
+        &mut self.state
+    }
+    fn topology(&self) -> &Topology {
+        &self.topo
+    }
+    #[inline(always)]
+    fn handle_next(&mut self) {
+        self.handle_event();
     }
 
-    fn next_event_time(&mut self) -> Option<Time> {
-        self.queue.peek_time()
+    /// BECNs for `prev` reach `next` from now on.
+    fn inherit_connection(&mut self, prev: u32, next: u32) {
+        let (cc, t) = {
+            let p = &mut self.state.flows[prev as usize];
+            p.life.handed_to = Some(next);
+            (p.cc.clone(), p.next_allowed)
+        };
+        let n = &mut self.state.flows[next as usize];
+        n.cc = cc;
+        n.next_allowed = n.next_allowed.max(t);
     }
 
-    fn pop_one(&mut self) {
-        self.handle_next();
+    /// The message joins its HCA's QP list for its VL.
+    fn enqueue(&mut self, flow: u32) {
+        let f = &self.state.flows[flow as usize];
+        let (src, vl) = (f.msg.src, f.vl as usize);
+        self.hcas[src.index()].qps[vl].push_back(flow);
+        self.try_transmit(self.topo.host_port(src));
     }
 }

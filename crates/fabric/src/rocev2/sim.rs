@@ -2,7 +2,8 @@
 
 use super::config::RoceConfig;
 use crate::driver::{
-    self, deadlock_hop, CaptureFilter, EventDriven, Lifecycle, Progress, Tracked, WaitGraph, Wire,
+    self, deadlock_hop, CaptureFilter, Lifecycle, LifecycleEvent, MessageFabric, Progress,
+    RunState, Tracked, WaitGraph, Wire,
 };
 use crate::report::{Deadlock, DeadlockHop, PortResult, RunReport};
 use crate::workload::{Message, Workload};
@@ -89,7 +90,7 @@ impl Frame {
 
 /// The closed event set.
 #[derive(Clone, Copy, Debug)]
-enum Event {
+pub(crate) enum Event {
     /// The port's transmitter finished a frame, or a queued packet became sendable.
     Transmitter { port: u32, generation: u32 },
     /// The head of the port's link FIFO reaches the peer.
@@ -169,7 +170,7 @@ struct Nic {
 }
 
 #[derive(Clone, Debug)]
-struct Flow {
+pub(crate) struct Flow {
     msg: Message,
     /// UDP source port: the ECMP entropy of this QP.
     udp_sport: u16,
@@ -194,7 +195,10 @@ impl Tracked for Flow {
     fn message(&self) -> &Message {
         &self.msg
     }
-    fn progress(&mut self) -> &mut Progress {
+    fn progress(&self) -> &Progress {
+        &self.life
+    }
+    fn progress_mut(&mut self) -> &mut Progress {
         &mut self.life
     }
 }
@@ -239,17 +243,14 @@ pub struct Simulation {
     cfg: RoceConfig,
     topo: Topology,
     routes: Routes,
-    queue: EventQueue<Event>,
-    /// Every frame on a link or in a switch egress queue. (A packet takes a slot per
-    /// link and per queue; freed slots are reused first, so it usually keeps the same.)
+    /// The event queue, the flows and their life cycle, the stop and the capture.
+    state: RunState<Event, Flow, CapturedFrame>,
+    /// Every frame on a link or in a switch egress queue; a packet keeps its slot from its
+    /// NIC to its delivery, relinked from link to queue to link.
     frames: Pool<Frame>,
     ports: Vec<PortState>,
     buffers: Vec<SharedBuffer>,
     nics: Vec<Nic>,
-    flows: Vec<Flow>,
-    lifecycle: Lifecycle,
-    stop_at: Option<Time>,
-    stopped_by_time: bool,
     rng: ChaCha8Rng,
     drops: u64,
     lost_payload: u64,
@@ -261,12 +262,10 @@ pub struct Simulation {
     peak_packets_in_flight: u64,
     rates: Vec<RateSample>,
     deadlock_check_pending: bool,
-    deadlock: Option<Deadlock>,
     /// Cycles left to the watchdog, with the trip count when each was recorded.
     pfc_cycles: Vec<Deadlock>,
     trips_at_last_cycle: u64,
     watchdog_trips: u64,
-    capture: Option<(CaptureFilter, Vec<CapturedFrame>)>,
 }
 
 impl Simulation {
@@ -348,9 +347,7 @@ impl Simulation {
         }
         let messages = &workload.messages;
         let lifecycle = Lifecycle::new(workload, &topo, cfg.nic_tx_latency);
-        for (t, flow) in lifecycle.initial_posts(messages) {
-            queue.schedule(t, Event::Post { flow });
-        }
+        driver::schedule_posts(&mut queue, lifecycle.initial_posts(messages));
         let flows = messages
             .iter()
             .enumerate()
@@ -381,14 +378,18 @@ impl Simulation {
             cfg,
             topo,
             routes,
-            queue,
+            state: RunState {
+                queue,
+                flows,
+                lifecycle,
+                stop_at,
+                stopped_by_time: false,
+                deadlock: None,
+                capture: None,
+            },
             frames: Pool::default(),
             ports,
             buffers,
-            flows,
-            lifecycle,
-            stop_at,
-            stopped_by_time: false,
             drops: 0,
             lost_payload: 0,
             retransmitted: 0,
@@ -399,30 +400,25 @@ impl Simulation {
             peak_packets_in_flight: 0,
             rates: Vec::new(),
             deadlock_check_pending: false,
-            deadlock: None,
             pfc_cycles: Vec::new(),
             trips_at_last_cycle: 0,
             watchdog_trips: 0,
-            capture: None,
         })
     }
 
     /// Keeps the frames `filter` selects (see [`CapturedFrame`]).
     pub fn capture(&mut self, filter: CaptureFilter) {
-        self.capture = Some((filter, Vec::new()));
+        self.state.capture = Some((filter, Vec::new()));
     }
 
     /// The captured frames, in transmission order.
     pub fn captured(&self) -> &[CapturedFrame] {
-        self.capture
-            .as_ref()
-            .map(|(_, c)| c.as_slice())
-            .unwrap_or(&[])
+        self.state.captured()
     }
 
     /// Adds a frame leaving `port` to the capture, if it is selected.
     fn record(&mut self, port: PortId, frame: &Frame, now: Time) {
-        let Some((filter, out)) = &self.capture else {
+        let Some((filter, out)) = &self.state.capture else {
             return;
         };
         let spec = self.topo.port(port);
@@ -444,14 +440,14 @@ impl Simulation {
             }
             _ => return,
         };
-        if let Some((_, out)) = &mut self.capture {
+        if let Some((_, out)) = &mut self.state.capture {
             out.push(CapturedFrame { time: now, bytes });
         }
     }
 
     /// The headers of a packet as its source NIC sends it.
     fn repr(&self, pkt: &Packet) -> RoceRepr {
-        let flow = &self.flows[pkt.flow as usize];
+        let flow = &self.state.flows[pkt.flow as usize];
         let (src, dst) = match pkt.kind {
             Kind::Data => (flow.msg.src.0, flow.msg.dst.0),
             _ => (flow.msg.dst.0, flow.msg.src.0),
@@ -511,16 +507,16 @@ impl Simulation {
     }
 
     pub fn now(&self) -> Time {
-        self.queue.now()
+        self.state.queue.now()
     }
 
     pub fn events(&self) -> u64 {
-        self.queue.popped()
+        self.state.queue.popped()
     }
 
     /// Payload bytes a flow's receiver has placed so far.
     pub fn flow_delivered(&self, flow: usize) -> u64 {
-        self.flows[flow].life.delivered_bytes
+        self.state.flows[flow].life.delivered_bytes
     }
 
     /// Data bytes queued at a port's egress now.
@@ -534,9 +530,9 @@ impl Simulation {
         &self.rates
     }
 
-    fn handle_next(&mut self) {
-        let Some((now, event)) = self.queue.pop_until(self.stop_at.unwrap_or(Time::MAX)) else {
-            self.stopped_by_time = !self.queue.is_empty();
+    #[inline(always)]
+    fn handle_event(&mut self) {
+        let Some((now, event)) = self.state.next_event() else {
             return;
         };
         match event {
@@ -550,7 +546,7 @@ impl Simulation {
                 self.try_transmit(PortId(port));
             }
             Event::Arrival { port } => self.arrive(PortId(port)),
-            Event::Post { flow } => self.post(flow, now),
+            Event::Post { flow } => self.post(flow),
             Event::Timeout { flow } => self.on_timeout(flow, now),
             Event::PauseRefresh { port } => {
                 let p = &mut self.ports[port as usize];
@@ -561,7 +557,7 @@ impl Simulation {
                 }
             }
             Event::DeadlockCheck => self.check_deadlock(now),
-            Event::LocalDone { flow } => self.local_done(flow, now),
+            Event::LocalDone { flow } => self.local_done(flow),
             Event::Stall { host, stalled } => self.set_stalled(HostId(host), stalled),
             Event::Watchdog { port } => self.watchdog(PortId(port), now),
             Event::SampleRates => self.sample_rates(now),
@@ -573,7 +569,7 @@ impl Simulation {
     /// finished run alive).
     fn sample_rates(&mut self, now: Time) {
         let interval = self.cfg.rate_sample;
-        for (i, f) in self.flows.iter_mut().enumerate() {
+        for (i, f) in self.state.flows.iter_mut().enumerate() {
             // Only messages on the NIC: posted (queued or sending), not yet acknowledged.
             if f.life.acked.is_some()
                 || !(f.queued || f.life.sent_bytes > 0)
@@ -599,8 +595,10 @@ impl Simulation {
                 sent: Some(BitRate((bits / interval.ps() as u128) as u64)),
             });
         }
-        if !self.queue.is_empty() {
-            self.queue.schedule(now + interval, Event::SampleRates);
+        if !self.state.queue.is_empty() {
+            self.state
+                .queue
+                .schedule(now + interval, Event::SampleRates);
         }
     }
 
@@ -627,7 +625,8 @@ impl Simulation {
         };
         if now < since + wd.timeout {
             p.watchdog_pending = true;
-            self.queue
+            self.state
+                .queue
                 .schedule(since + wd.timeout, Event::Watchdog { port: port.0 });
             return;
         }
@@ -661,7 +660,7 @@ impl Simulation {
 
     fn on_timeout(&mut self, flow: u32, now: Time) {
         let rto = self.cfg.rto();
-        let f = &mut self.flows[flow as usize];
+        let f = &mut self.state.flows[flow as usize];
         f.timer_armed = false;
         if f.life.acked.is_some() || f.sender.sent() == f.sender.acked() {
             return;
@@ -682,13 +681,13 @@ impl Simulation {
 
     /// Arms `flow`'s retransmission timer for `at`.
     fn arm_timeout(&mut self, flow: u32, at: Time) {
-        self.flows[flow as usize].timer_armed = true;
-        self.queue.schedule(at, Event::Timeout { flow });
+        self.state.flows[flow as usize].timer_armed = true;
+        self.state.queue.schedule(at, Event::Timeout { flow });
     }
 
     /// Puts a flow with data to send back on its NIC's round-robin list.
     fn requeue(&mut self, flow: u32) {
-        let f = &mut self.flows[flow as usize];
+        let f = &mut self.state.flows[flow as usize];
         if !f.queued && f.sender.has_more() {
             f.queued = true;
             let src = f.msg.src;
@@ -700,7 +699,7 @@ impl Simulation {
     /// Starts the port's next frame if its transmitter is free; otherwise arranges to be
     /// woken when something becomes sendable.
     fn try_transmit(&mut self, port: PortId) {
-        let now = self.queue.now();
+        let now = self.state.queue.now();
         let p = &mut self.ports[port.index()];
         if p.busy {
             return;
@@ -712,7 +711,8 @@ impl Simulation {
                 let rate = self.topo.port(port).rate;
                 let at = now + Time(pause_duration(quanta, rate).ps() / 2);
                 p.pause_refresh_at = Some(at);
-                self.queue
+                self.state
+                    .queue
                     .schedule(at, Event::PauseRefresh { port: port.0 });
             }
             let slot = self.frames.alloc(Frame::Pause { quanta });
@@ -735,7 +735,7 @@ impl Simulation {
                     p.generation += 1;
                     p.wake_at = Some(t);
                     let generation = p.generation;
-                    self.queue.schedule(
+                    self.state.queue.schedule(
                         t,
                         Event::Transmitter {
                             port: port.0,
@@ -751,8 +751,8 @@ impl Simulation {
     /// Puts the frame in `slot` on the wire; the transmitter is busy until its last bit
     /// leaves.
     fn transmit(&mut self, port: PortId, slot: Slot, bytes: u32) {
-        let now = self.queue.now();
-        if self.capture.is_some() {
+        let now = self.state.queue.now();
+        if self.state.capture.is_some() {
             let frame = *self.frames.get(slot);
             self.record(port, &frame, now);
         }
@@ -769,7 +769,7 @@ impl Simulation {
         let arrival = end + spec.delay;
         let was_idle = p.wire.push(&mut self.frames, slot, arrival);
         let generation = p.generation;
-        self.queue.schedule(
+        self.state.queue.schedule(
             end,
             Event::Transmitter {
                 port: port.0,
@@ -777,7 +777,8 @@ impl Simulation {
             },
         );
         if was_idle {
-            self.queue
+            self.state
+                .queue
                 .schedule(arrival, Event::Arrival { port: port.0 });
         }
     }
@@ -873,7 +874,7 @@ impl Simulation {
     /// started. Returns when, and when to look again if that is later than `now` (the
     /// rate rises at the reaction point's next timer, so the wait may shorten).
     fn pacing(&mut self, flow: u32, line: BitRate, now: Time) -> (Time, Time) {
-        let f = &mut self.flows[flow as usize];
+        let f = &mut self.state.flows[flow as usize];
         let rate = match &self.cfg.dcqcn {
             Some(d) => {
                 f.rp.advance(now, &d.params);
@@ -913,7 +914,7 @@ impl Simulation {
         };
         let nic = &mut self.nics[host.index()];
         let f = nic.qps.remove(pos).expect("chosen from the list");
-        let flow = &mut self.flows[f as usize];
+        let flow = &mut self.state.flows[f as usize];
         let retransmission = flow.sender.is_retransmission(flow.sender.sent());
         let seg = flow.sender.next_segment().expect("queued QPs have data");
         let mut handoff = None;
@@ -948,7 +949,7 @@ impl Simulation {
             self.arm_timeout(f, now + self.cfg.rto());
         }
         if let Some(next) = handoff {
-            self.inherit(f, next);
+            self.inherit_connection(f, next);
             self.activate(next, now);
         }
         Ok(self.frames.alloc(Frame::Packet(Packet {
@@ -965,12 +966,14 @@ impl Simulation {
 
     /// The head of `port`'s link reaches the peer port.
     fn arrive(&mut self, port: PortId) {
-        let now = self.queue.now();
+        let now = self.state.queue.now();
         let p = &mut self.ports[port.index()];
         let (slot, next) = p.wire.pop(&mut self.frames);
         let frame = *self.frames.get(slot);
         if let Some(next) = next {
-            self.queue.schedule(next, Event::Arrival { port: port.0 });
+            self.state
+                .queue
+                .schedule(next, Event::Arrival { port: port.0 });
         }
         let to = self.topo.port(port).peer;
         match frame {
@@ -994,11 +997,14 @@ impl Simulation {
                             now
                         };
                         let at = (since + wd.timeout).max(now);
-                        self.queue.schedule(at, Event::Watchdog { port: to.0 });
+                        self.state
+                            .queue
+                            .schedule(at, Event::Watchdog { port: to.0 });
                     }
                     if !self.deadlock_check_pending {
                         self.deadlock_check_pending = true;
-                        self.queue
+                        self.state
+                            .queue
                             .schedule(now + self.cfg.deadlock_check, Event::DeadlockCheck);
                     }
                 }
@@ -1068,7 +1074,7 @@ impl Simulation {
         if cands.len() == 1 {
             cands[0]
         } else {
-            let f = &self.flows[pkt.flow as usize];
+            let f = &self.state.flows[pkt.flow as usize];
             // Data and its replies hash the same 5-tuple fields, ordered by direction.
             let (a, b) = (
                 pkt.dst,
@@ -1118,84 +1124,13 @@ impl Simulation {
         true
     }
 
-    /// A posted WRITE joins its NIC's QP list, unless it follows one on its connection
-    /// that has not handed all its packets to the wire yet (then it starts when that one
-    /// has, see `pick_nic`).
-    fn post(&mut self, flow: u32, now: Time) {
-        if let Some(prev) = self.flows[flow as usize].life.follows {
-            if !self.flows[prev as usize].life.injected {
-                self.flows[prev as usize].life.successor = Some(flow);
-                return;
-            }
-            self.inherit(prev, flow);
-        }
-        let m = self.flows[flow as usize].msg;
-        if Lifecycle::is_local(&self.topo, &m) {
-            self.post_local(flow);
-            return;
-        }
-        self.activate(flow, now);
-        let src = self.flows[flow as usize].msg.src;
-        self.try_transmit(self.topo.host_port(src));
-    }
-
     /// Puts a message on its NIC's round-robin list.
     fn activate(&mut self, flow: u32, now: Time) {
-        let f = &mut self.flows[flow as usize];
+        let f = &mut self.state.flows[flow as usize];
         f.queued = true;
         f.last_progress = now;
         let src = f.msg.src;
         self.nics[src.index()].qps.push_back(flow);
-    }
-
-    /// A message continuing `prev`'s connection takes over its DCQCN state and pacing;
-    /// CNPs for `prev` reach it from now on.
-    fn inherit(&mut self, prev: u32, next: u32) {
-        let (rp, t) = {
-            let p = &mut self.flows[prev as usize];
-            p.life.handed_to = Some(next);
-            (p.rp.clone(), (p.last_tx, p.last_wire))
-        };
-        let n = &mut self.flows[next as usize];
-        n.rp = rp;
-        (n.last_tx, n.last_wire) = t;
-    }
-
-    /// The message now sending on `flow`'s connection (itself, or a later one it handed
-    /// over to).
-    fn current_on_connection(&self, mut flow: u32) -> u32 {
-        while let Some(next) = self.flows[flow as usize].life.handed_to {
-            flow = next;
-        }
-        flow
-    }
-
-    /// A message inside a server (NVLink, or a data-path stage) goes at flow level.
-    fn post_local(&mut self, flow: u32) {
-        let now = self.queue.now();
-        let (done, next) = self.lifecycle.start_local(&mut self.flows, flow, now);
-        self.queue.schedule(done, Event::LocalDone { flow });
-        if let Some(next) = next {
-            self.post(next, now);
-        }
-    }
-
-    /// A transfer inside a server landed.
-    fn local_done(&mut self, flow: u32, now: Time) {
-        let posts = self.lifecycle.finish_local(&mut self.flows, flow, now);
-        self.schedule_posts(posts);
-    }
-
-    /// A message completed at its receiver at `at`: posts what waited for it.
-    fn release_dependents(&mut self, flow: u32, at: Time) {
-        let posts = self.lifecycle.release(&mut self.flows, flow, at);
-        self.schedule_posts(posts);
-    }
-
-    fn schedule_posts(&mut self, posts: Vec<(Time, u32)>) {
-        for (t, flow) in posts {
-            self.queue.schedule(t, Event::Post { flow });
-        }
     }
 
     /// A packet reached host `h`'s NIC.
@@ -1216,7 +1151,7 @@ impl Simulation {
                 self.packets_in_flight -= 1;
                 let cnp_interval = self.cfg.dcqcn.as_ref().map(|d| d.cnp_interval);
                 let ack_len = roce::ack_frame_len(self.cfg.ip) as u32;
-                let flow = &mut self.flows[fid as usize];
+                let flow = &mut self.state.flows[fid as usize];
                 let reply = |kind: Kind, index: u32, wire: u32| Packet {
                     flow: fid,
                     index,
@@ -1267,7 +1202,7 @@ impl Simulation {
                 }
             }
             Kind::Ack | Kind::Nak => {
-                let flow = &mut self.flows[fid as usize];
+                let flow = &mut self.state.flows[fid as usize];
                 let covered = if pkt.kind == Kind::Ack {
                     Some(pkt.index)
                 } else {
@@ -1277,7 +1212,7 @@ impl Simulation {
                 if let Some(i) = covered {
                     if flow.sender.on_ack(i) {
                         flow.life.acked = Some(now);
-                        self.lifecycle.completed += 1;
+                        self.state.lifecycle.completed += 1;
                     }
                 }
                 if flow.sender.acked() > before {
@@ -1289,9 +1224,9 @@ impl Simulation {
                 }
             }
             Kind::Cnp => {
-                let fid = self.current_on_connection(fid);
+                let fid = driver::current_on_connection(&self.state.flows, fid);
                 let Some(d) = &self.cfg.dcqcn else { return };
-                let flow = &mut self.flows[fid as usize];
+                let flow = &mut self.state.flows[fid as usize];
                 flow.rp.advance(now, &d.params);
                 if flow.rp.on_cnp(now, &d.params) {
                     self.rates.push(RateSample {
@@ -1313,7 +1248,7 @@ impl Simulation {
         self.deadlock_check_pending = false;
         if let Some(cycle) = self.find_deadlock(now) {
             if self.cfg.watchdog.is_none() {
-                self.deadlock = Some(Deadlock { at: now, cycle });
+                self.state.deadlock = Some(Deadlock { at: now, cycle });
                 return;
             }
             let seen = self.pfc_cycles.last().is_some_and(|d| d.cycle == cycle)
@@ -1332,7 +1267,8 @@ impl Simulation {
         });
         if any_paused {
             self.deadlock_check_pending = true;
-            self.queue
+            self.state
+                .queue
                 .schedule(now + self.cfg.deadlock_check, Event::DeadlockCheck);
         }
     }
@@ -1410,8 +1346,13 @@ impl Simulation {
             }
         }
         Audit {
-            sent_payload: self.flows.iter().map(|f| f.life.sent_bytes).sum(),
-            delivered_payload: self.flows.iter().map(|f| f.life.delivered_bytes).sum(),
+            sent_payload: self.state.flows.iter().map(|f| f.life.sent_bytes).sum(),
+            delivered_payload: self
+                .state
+                .flows
+                .iter()
+                .map(|f| f.life.delivered_bytes)
+                .sum(),
             lost_payload: self.lost_payload,
             in_flight_payload: in_flight,
             lost_frames: self.frames.live() as u64 - queued_frames,
@@ -1422,7 +1363,7 @@ impl Simulation {
     /// latencies, propagation, a switch latency and a store-and-forward re-serialisation of
     /// the last packet per switch, and the whole message serialised once).
     fn ideal_fct(&self, m: &Message) -> Time {
-        if let Some(t) = self.lifecycle.ideal_local(&self.topo, m) {
+        if let Some(t) = self.state.lifecycle.ideal_local(&self.topo, m) {
             return t;
         }
         let ip = self.cfg.ip;
@@ -1439,12 +1380,8 @@ impl Simulation {
 
     /// Everything measured, for the experiment layer.
     pub fn report(&self) -> RunReport {
-        let now = self.queue.now();
-        let flows = self
-            .flows
-            .iter()
-            .map(|f| f.life.result(&f.msg, self.ideal_fct(&f.msg)))
-            .collect();
+        let now = self.state.queue.now();
+        let flows = self.state.flow_results(|m| self.ideal_fct(m));
         let ports = self
             .ports
             .iter()
@@ -1465,7 +1402,7 @@ impl Simulation {
             .collect();
         RunReport {
             sim_time: now,
-            events: self.queue.popped(),
+            events: self.state.queue.popped(),
             flows,
             ports,
             drops: self.drops,
@@ -1475,12 +1412,12 @@ impl Simulation {
             duplicates: 0,
             buffer_overflows: 0,
             peak_packets_in_flight: self.peak_packets_in_flight,
-            stopped_by_time: self.stopped_by_time,
+            stopped_by_time: self.state.stopped_by_time,
             pfc_pause_frames: self.ports.iter().map(|p| p.pause_frames).sum(),
             naks: self.naks,
             timeouts: self.timeouts,
             watchdog_trips: self.watchdog_trips,
-            deadlock: self.deadlock.clone(),
+            deadlock: self.state.deadlock.clone(),
             pfc_cycles: self.pfc_cycles.clone(),
         }
     }
@@ -1501,19 +1438,50 @@ fn ecmp_hash(seed: u64, switch: u32, src: u32, dst: u32, sport: u16) -> u64 {
     x ^ (x >> 31)
 }
 
-impl EventDriven for Simulation {
-    fn is_finished(&self) -> bool {
-        self.lifecycle.completed == self.flows.len()
-            || self.stopped_by_time
-            || self.queue.is_empty()
-            || self.deadlock.is_some()
+impl LifecycleEvent for Event {
+    fn post(flow: u32) -> Self {
+        Event::Post { flow }
+    }
+    fn local_done(flow: u32) -> Self {
+        Event::LocalDone { flow }
+    }
+}
+
+impl MessageFabric for Simulation {
+    type Event = Event;
+    type Flow = Flow;
+    type Capture = CapturedFrame;
+
+    fn state(&self) -> &RunState<Event, Flow, CapturedFrame> {
+        &self.state
+    }
+    fn state_mut(&mut self) -> &mut RunState<Event, Flow, CapturedFrame> {
+        &mut self.state
+    }
+    fn topology(&self) -> &Topology {
+        &self.topo
+    }
+    #[inline(always)]
+    fn handle_next(&mut self) {
+        self.handle_event();
     }
 
-    fn next_event_time(&mut self) -> Option<Time> {
-        self.queue.peek_time()
+    /// The DCQCN state and pacing carry over; CNPs for `prev` reach `next` from now on.
+    fn inherit_connection(&mut self, prev: u32, next: u32) {
+        let (rp, t) = {
+            let p = &mut self.state.flows[prev as usize];
+            p.life.handed_to = Some(next);
+            (p.rp.clone(), (p.last_tx, p.last_wire))
+        };
+        let n = &mut self.state.flows[next as usize];
+        n.rp = rp;
+        (n.last_tx, n.last_wire) = t;
     }
 
-    fn pop_one(&mut self) {
-        self.handle_next();
+    /// The message joins its NIC's round-robin list of QPs.
+    fn enqueue(&mut self, flow: u32) {
+        self.activate(flow, self.state.queue.now());
+        let src = self.state.flows[flow as usize].msg.src;
+        self.try_transmit(self.topo.host_port(src));
     }
 }
