@@ -71,7 +71,7 @@ fn every_captured_packet_has_a_correct_icrc() {
     assert_eq!(psns, vec![0, 1, 2]);
 }
 
-/// The RoCEv2 ICRC as REFERENCE.md section 1 states it: CRC-32 over 8 bytes of 0xFF, then
+/// The RoCEv2 ICRC as docs/REFERENCE.md section 1 states it: CRC-32 over 8 bytes of 0xFF, then
 /// the IPv4 packet with TOS, TTL, header checksum, UDP checksum and the BTH byte of
 /// FECN/BECN/reserved set to all ones, up to the ICRC.
 fn roce_icrc(ip_packet: &[u8]) -> u32 {

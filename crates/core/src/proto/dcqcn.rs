@@ -9,7 +9,7 @@
 use crate::units::{BitRate, Time};
 use serde::Serialize;
 
-/// DCQCN parameters (REFERENCE.md section 4 names the three presets).
+/// DCQCN parameters (docs/REFERENCE.md section 4 names the three presets).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DcqcnParams {
     /// Alpha gain g.

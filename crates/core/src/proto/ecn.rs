@@ -10,7 +10,7 @@ pub struct RedParams {
 
 impl RedParams {
     /// Probability of marking a packet that leaves a queue of `queued` bytes: 0 below
-    /// Kmin, Pmax x (q - Kmin) / (Kmax - Kmin) between, 1 above Kmax (REFERENCE.md 4).
+    /// Kmin, Pmax x (q - Kmin) / (Kmax - Kmin) between, 1 above Kmax (docs/REFERENCE.md 4).
     pub fn probability(&self, queued: u64) -> f64 {
         if queued <= self.kmin {
             0.0

@@ -9,7 +9,7 @@
 use crate::units::Time;
 use serde::Serialize;
 
-/// Source-side parameters. Defaults are unverified (REFERENCE.md section 3: "timer and
+/// Source-side parameters. Defaults are unverified (docs/REFERENCE.md section 3: "timer and
 /// delay units are unverified"); the marking threshold lives with the switch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct CcParams {

@@ -7,7 +7,7 @@ pub const QUANTUM_BITS: u64 = 512;
 /// The longest pause a PAUSE frame can ask for; 0 means resume.
 pub const MAX_QUANTA: u16 = 0xFFFF;
 /// Bytes the dynamic threshold must clear before a paused ingress resumes (the HPCC ns-3
-/// model's resume offset, REFERENCE.md section 4).
+/// model's resume offset, docs/REFERENCE.md section 4).
 pub const RESUME_OFFSET: u64 = 3 * 1024;
 
 /// How long `quanta` pause quanta last on a link of `rate`.
@@ -16,7 +16,7 @@ pub fn pause_duration(quanta: u16, rate: BitRate) -> Time {
 }
 
 /// PFC headroom per port and priority by the mlx5 rule (Linux mlx5 port_buffer.c, as in
-/// REFERENCE.md section 4): (301 + 2.16 x cable_m) x speed_Gbps + 2.72 x MTU bytes.
+/// docs/REFERENCE.md section 4): (301 + 2.16 x cable_m) x speed_Gbps + 2.72 x MTU bytes.
 /// `cable_mm` is the cable length in millimetres; the result is in bytes, rounded up.
 pub fn headroom_rule(rate: BitRate, cable_mm: u64, mtu: u32) -> u64 {
     // Work in hundredths of a byte so the decimal constants stay exact.
@@ -38,7 +38,7 @@ mod tests {
 
     #[test]
     fn a_quantum_is_512_bit_times() {
-        // At 400 Gb/s one quantum is 1.28 ns (REFERENCE.md section 4).
+        // At 400 Gb/s one quantum is 1.28 ns (docs/REFERENCE.md section 4).
         assert_eq!(pause_duration(1, BitRate::gbps(400)), Time(1_280));
         assert_eq!(pause_duration(0, BitRate::gbps(400)), Time::ZERO);
     }

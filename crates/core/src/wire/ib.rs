@@ -1,7 +1,7 @@
 //! Native InfiniBand packet layout: LRH, BTH, RETH, AETH, payload, ICRC, VCRC.
 //!
 //! Field layouts follow the IBA volume 1 as rendered by Linux `include/rdma/ib_pack.h`
-//! and Wireshark's `packet-infiniband.c` (see shared/REFERENCE.md section 1).
+//! and Wireshark's `packet-infiniband.c` (see docs/REFERENCE.md section 1).
 
 use super::crc::{crc32_update, vcrc16};
 

@@ -1,4 +1,4 @@
-//! RoCEv2 framing sizes: RDMA inside UDP/IP over Ethernet (REFERENCE.md section 1).
+//! RoCEv2 framing sizes: RDMA inside UDP/IP over Ethernet (docs/REFERENCE.md section 1).
 //!
 //! Every RoCEv2 frame's time on the wire in the simulator comes from these functions,
 //! which count the preamble, SFD and inter-frame gap as link time.
@@ -22,7 +22,7 @@ pub const UDP_LEN: usize = 8;
 pub const ROCEV2_UDP_PORT: u16 = 4791;
 /// Smallest Ethernet frame (header to FCS).
 pub const MIN_FRAME_LEN: usize = 64;
-/// A CNP carries 16 reserved bytes after the BTH (REFERENCE.md section 1).
+/// A CNP carries 16 reserved bytes after the BTH (docs/REFERENCE.md section 1).
 pub const CNP_RESERVED_LEN: usize = 16;
 /// A PFC frame is a minimum-size MAC control frame.
 pub const PFC_FRAME_WIRE_LEN: usize = MIN_FRAME_LEN + PREAMBLE_IFG_LEN;
@@ -78,7 +78,7 @@ pub fn cnp_frame_len(ip: IpVersion) -> usize {
     wire_len(ip, BTH_LEN + CNP_RESERVED_LEN + ICRC_LEN)
 }
 
-/// The RoCEv2 CNP opcode (REFERENCE.md section 1).
+/// The RoCEv2 CNP opcode (docs/REFERENCE.md section 1).
 pub const OPCODE_CNP: u8 = 0x81;
 /// The AETH syndrome of a NAK for a PSN sequence error.
 pub const NAK_PSN_SEQUENCE_ERROR: u8 = 0x60;
@@ -196,7 +196,7 @@ impl RoceRepr {
 /// CRC-32 over 8 bytes of 0xFF standing for the LRH, then the packet with the fields a
 /// router may change set to all ones (IPv4 TOS, TTL and checksum; IPv6 traffic class,
 /// flow label and hop limit; the UDP checksum; the BTH byte holding FECN, BECN and the
-/// reserved bits). REFERENCE.md section 1, after Linux rxe_icrc.c.
+/// reserved bits). docs/REFERENCE.md section 1, after Linux rxe_icrc.c.
 pub fn icrc(ip_packet: &[u8], ip: IpVersion) -> u32 {
     let mut head = [0u8; IPV6_LEN + UDP_LEN + BTH_LEN];
     let len = ip.header_len() + UDP_LEN + BTH_LEN;
@@ -269,7 +269,7 @@ mod tests {
 
     #[test]
     fn overheads_match_the_reference() {
-        // REFERENCE.md section 1: 20+14+20+8+12+4+4 = 82 B; IPv6 102 B; CNP frame 78 B.
+        // docs/REFERENCE.md section 1: 20+14+20+8+12+4+4 = 82 B; IPv6 102 B; CNP frame 78 B.
         assert_eq!(data_overhead(IpVersion::V4), 82);
         assert_eq!(data_overhead(IpVersion::V6), 102);
         assert_eq!(cnp_frame_len(IpVersion::V4), 78 + PREAMBLE_IFG_LEN);

@@ -7,11 +7,11 @@ use serde::Serialize;
 /// Everything the InfiniBand model needs besides topology and traffic.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct IbConfig {
-    /// Payload bytes per packet (IB MTU 256..4096; REFERENCE.md section 2).
+    /// Payload bytes per packet (IB MTU 256..4096; docs/REFERENCE.md section 2).
     pub mtu: u32,
     /// Switch port-to-port latency, excluding serialisation; the switch is store-and-forward
     /// and this is added once the whole packet is in. Default 150 ns: Quantum-2 is quoted at
-    /// about 130-150 ns (REFERENCE.md section 2, unverified).
+    /// about 130-150 ns (docs/REFERENCE.md section 2, unverified).
     pub switch_latency: Time,
     /// HCA latency from posting a WRITE to its first packet being eligible for the wire.
     /// Default 500 ns, half of the "order of 1 us" one-way figure (unverified).
@@ -19,7 +19,7 @@ pub struct IbConfig {
     /// HCA latency from the last packet's arrival to the completion. Default 500 ns (unverified).
     pub hca_rx_latency: Time,
     /// Data VLs per port (1..=15). Default 1: every SL on one VL, as a fabric configured
-    /// without QoS runs; ConnectX firmware supports 4 or more data VLs (REFERENCE.md
+    /// without QoS runs; ConnectX firmware supports 4 or more data VLs (docs/REFERENCE.md
     /// section 3), which scenarios set with `virtual_lanes`.
     pub virtual_lanes: u8,
     /// Input buffer per VL per port, in bytes (a multiple of 64, at most 128 KiB, the

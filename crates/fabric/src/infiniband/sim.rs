@@ -110,7 +110,9 @@ struct InputQueue {
     next_ready: u16,
 }
 
-/// One egress VL of a switch port: a FIFO per input port, ready inputs served round-robin.
+/// One egress VL of a switch port: a FIFO per input port, ready inputs served round-robin
+/// (unverified: the IBA leaves a switch's arbitration among inputs to the implementation;
+/// round-robin gives each input an equal share, see docs/PARAMETERS.md).
 /// The inputs and their round-robin list share one small array, so serving a packet
 /// reads two or three cache lines besides the packet itself. The array is made when the
 /// first packet arrives: an egress VL no packet ever uses costs no per-input memory (a
@@ -1131,7 +1133,9 @@ impl Simulation {
 
     /// Adaptive routing's load measure: bytes queued for the port, plus the bytes its
     /// credits say sit unreturned in the downstream buffer (the switch's view of
-    /// congestion beyond the link), plus one if the transmitter is busy.
+    /// congestion beyond the link), plus one if the transmitter is busy. Unverified: NVIDIA
+    /// documents that Quantum adaptive routing picks a less loaded port but not its metric;
+    /// this one decides how well a permutation spreads (docs/PARAMETERS.md).
     fn load(&self, port: PortId) -> u64 {
         self.loads[port.index()]
     }

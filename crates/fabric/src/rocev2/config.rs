@@ -30,7 +30,7 @@ impl EcnConfig {
 pub struct DcqcnConfig {
     pub preset: DcqcnPreset,
     pub params: DcqcnParams,
-    /// NP: at most one CNP per flow per this interval (REFERENCE.md section 4: 50 us in the
+    /// NP: at most one CNP per flow per this interval (docs/REFERENCE.md section 4: 50 us in the
     /// paper, ConnectX min_time_between_cnps 4 us).
     pub cnp_interval: Time,
 }
@@ -59,12 +59,12 @@ pub struct PfcWatchdog {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RoceConfig {
     /// RDMA payload bytes per packet (1024, 2048 or 4096: the RoCE MTU below a 9000 B
-    /// Ethernet MTU is 4096; REFERENCE.md section 2).
+    /// Ethernet MTU is 4096; docs/REFERENCE.md section 2).
     pub mtu: u32,
     pub ip: IpVersion,
     /// Port-to-port latency, excluding serialisation (store-and-forward). Default 600 ns,
     /// inside the 500-800 ns quoted for Spectrum-4 / Tomahawk-5 class switches
-    /// (REFERENCE.md section 2, unverified).
+    /// (docs/REFERENCE.md section 2, unverified).
     pub switch_latency: Time,
     /// NIC latency from posting a WRITE to its first packet being eligible (500 ns, the IB
     /// HCA's figure; unverified).
@@ -86,13 +86,13 @@ pub struct RoceConfig {
     /// unverified: the HPCC ns-3 model's pfc_a_shift).
     pub alpha_shift: u32,
     /// Quanta in each PAUSE frame (0xFFFF, the largest; re-sent at half its duration while
-    /// the ingress stays congested).
+    /// the ingress stays congested: the refresh point is unverified).
     pub pause_quanta: u16,
     pub ecn: Option<EcnConfig>,
     pub dcqcn: Option<DcqcnConfig>,
     /// The receiver ACKs every this many packets and on the last one (unverified).
     pub ack_every: u32,
-    /// Local ACK timeout exponent t: RTO = 4.096 us x 2^t (REFERENCE.md section 4). Default
+    /// Local ACK timeout exponent t: RTO = 4.096 us x 2^t (docs/REFERENCE.md section 4). Default
     /// 20 (4.29 s), NCCL's default.
     pub rto_exponent: u32,
     /// Seed for ECN marking draws and the ECMP hash.
@@ -122,7 +122,7 @@ impl RoceConfig {
 }
 
 /// Production ECN defaults of the HPCC authors at 25 Gb/s: Kmin 100 KB, Kmax 400 KB,
-/// Pmax 0.2, scaled with the port rate (REFERENCE.md section 4).
+/// Pmax 0.2, scaled with the port rate (docs/REFERENCE.md section 4).
 pub fn hpcc_ecn() -> EcnConfig {
     EcnConfig {
         red: RedParams {

@@ -150,7 +150,7 @@ struct PortState {
     peak_ingress: u64,
 }
 
-/// A switch's shared buffer (REFERENCE.md section 4, as in the HPCC ns-3 model).
+/// A switch's shared buffer (docs/REFERENCE.md section 4, as in the HPCC ns-3 model).
 #[derive(Clone, Debug, Default)]
 struct SharedBuffer {
     /// Bytes in the shared pool, all ingress queues together.
@@ -707,7 +707,8 @@ impl Simulation {
         if let Some(quanta) = p.pfc_pending.take() {
             p.pause_frames += 1;
             if quanta > 0 && p.xoff {
-                // Refresh at half the pause so the upstream never resumes early.
+                // Refresh at half the pause so the upstream never resumes early (unverified:
+                // switches re-send XOFF before the quanta run out; when is not documented).
                 let rate = self.topo.port(port).rate;
                 let at = now + Time(pause_duration(quanta, rate).ps() / 2);
                 p.pause_refresh_at = Some(at);

@@ -107,7 +107,9 @@ pub struct HostConfig {
     pub cpu_overhead: Time,
     /// Start of a GPU copy-engine copy (cudaMemcpyAsync launch).
     pub copy_latency: Time,
-    /// Pipelining unit of the data path.
+    /// Pipelining unit of the data path. Default 512 KiB, NCCL's Simple-protocol slot
+    /// (NCCL_BUFFSIZE 4 MiB over NCCL_STEPS 8) taken for the staging copies too
+    /// (unverified for the CPU-staged and host-memory paths).
     pub chunk: u64,
 }
 
