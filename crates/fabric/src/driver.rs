@@ -251,6 +251,52 @@ impl WaitGraph {
     }
 }
 
+/// Whether the directed graph of `edges` (pairs of node ids) has a cycle. Every deadlock
+/// of blocked egresses contains a cycle of switches, each with an egress blocked toward
+/// the next, so a fabric builds the exact `WaitGraph` (which walks every queued packet)
+/// only when the switch-level graph of its blocked egresses has one. Sorts `edges`.
+pub fn has_cycle(edges: &mut Vec<(u32, u32)>) -> bool {
+    edges.sort_unstable();
+    edges.dedup();
+    let mut nodes: Vec<u32> = edges.iter().flat_map(|&(a, b)| [a, b]).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    let index = |n: u32| nodes.binary_search(&n).expect("a node of an edge");
+    let successors = |n: u32| {
+        let from = edges.partition_point(|&(a, _)| a < n);
+        let to = edges.partition_point(|&(a, _)| a <= n);
+        &edges[from..to]
+    };
+    // 0: not seen, 1: on the current path, 2: done.
+    let mut state = vec![0u8; nodes.len()];
+    for &root in &nodes {
+        if state[index(root)] != 0 {
+            continue;
+        }
+        // Depth-first, with each frame's next successor to try.
+        let mut stack = vec![(root, 0usize)];
+        state[index(root)] = 1;
+        while let Some(&mut (n, ref mut next)) = stack.last_mut() {
+            let out = successors(n);
+            if let Some(&(_, m)) = out.get(*next) {
+                *next += 1;
+                match state[index(m)] {
+                    1 => return true,
+                    0 => {
+                        state[index(m)] = 1;
+                        stack.push((m, 0));
+                    }
+                    _ => {}
+                }
+            } else {
+                state[index(n)] = 2;
+                stack.pop();
+            }
+        }
+    }
+    false
+}
+
 /// Which messages wait for which (a workload's `after` lists), as counters: a message is
 /// ready when every message it waits for has completed, at the latest completion plus
 /// that dependency's delay.
@@ -716,7 +762,7 @@ pub fn deadlock_hop(topo: &Topology, port: PortId) -> DeadlockHop {
 
 #[cfg(test)]
 mod tests {
-    use super::{pipeline_time, PacketTrain, WaitGraph};
+    use super::{has_cycle, pipeline_time, PacketTrain, WaitGraph};
     use fabricsim_core::topology::Port;
     use fabricsim_core::units::{BitRate, NodeId, PortId, Time};
     use proptest::prelude::*;
@@ -742,6 +788,28 @@ mod tests {
             rate: BitRate::gbps(gbps),
             delay: Time::from_ns(delay_ns),
         }
+    }
+
+    #[test]
+    fn cycles_are_found_and_chains_are_not() {
+        assert!(has_cycle(&mut vec![(1, 2), (2, 3), (3, 1)]));
+        assert!(has_cycle(&mut vec![(5, 5)]));
+        assert!(has_cycle(&mut vec![(0, 1), (1, 0)]));
+        // A tree of pauses toward an incast's root, and a diamond: no cycle.
+        assert!(!has_cycle(&mut vec![
+            (1, 0),
+            (2, 0),
+            (3, 1),
+            (4, 1),
+            (5, 2)
+        ]));
+        assert!(!has_cycle(&mut vec![(0, 1), (0, 2), (1, 3), (2, 3)]));
+        assert!(!has_cycle(&mut Vec::new()));
+        // A cycle reached only through a long chain.
+        let mut chain: Vec<(u32, u32)> = (0..100).map(|i| (i, i + 1)).collect();
+        assert!(!has_cycle(&mut chain.clone()));
+        chain.push((100, 50));
+        assert!(has_cycle(&mut chain));
     }
 
     #[test]

@@ -660,6 +660,28 @@ impl Simulation {
                 NodeKind::Switch { .. }
             )
         };
+        // A switch-to-switch egress VL whose ready packet lacks credits.
+        let blocked = |i: usize, vl: usize| {
+            let p = &self.ports[i];
+            if p.host.is_some() || !is_switch(p.link.peer) {
+                return false;
+            }
+            let e = &self.egress[i * vls + vl];
+            e.next_input().is_some_and(|input| {
+                let front = self.frames.get(e.head(input)).packet();
+                !self.tx_credit[i * vls + vl].can_send(front.blocks())
+            })
+        };
+        let mut edges: Vec<(u32, u32)> = (0..self.ports.len())
+            .filter(|&i| (0..vls).any(|vl| blocked(i, vl)))
+            .map(|i| {
+                let p = &self.ports[i];
+                (p.link.node.0, self.topo.port(p.link.peer).node.0)
+            })
+            .collect();
+        if !driver::has_cycle(&mut edges) {
+            return None;
+        }
         let mut g = WaitGraph {
             waits_on: vec![None; self.ports.len() * vls],
             holds: vec![Vec::new(); self.ports.len() * vls],
@@ -668,19 +690,12 @@ impl Simulation {
         for (i, p) in self.ports.iter().enumerate() {
             let port = PortId(i as u32);
             let peer = p.link.peer;
-            if p.host.is_some() || !is_switch(peer) {
-                continue;
-            }
             let inputs = self.topo.node_ports(self.topo.port(port).node);
             for (vl, e) in self.egress[i * vls..(i + 1) * vls].iter().enumerate() {
-                let Some(input) = e.next_input() else {
-                    continue;
-                };
-                let q = i * vls + vl;
-                let front = self.frames.get(e.head(input)).packet();
-                if self.tx_credit[q].can_send(front.blocks()) {
+                if !blocked(i, vl) {
                     continue;
                 }
+                let q = i * vls + vl;
                 g.waits_on[q] = Some(peer.index() * vls + vl);
                 for (input, queue) in inputs.iter().zip(&e.inputs) {
                     let blocks: u64 = self

@@ -1284,6 +1284,23 @@ impl Simulation {
                 NodeKind::Switch { .. }
             )
         };
+        let blocked = |i: usize, p: &PortState| {
+            let port = PortId(i as u32);
+            p.paused_until > now
+                && !p.queues[DATA].is_empty()
+                && is_switch(port)
+                && is_switch(self.topo.port(port).peer)
+        };
+        let mut edges: Vec<(u32, u32)> = (self.ports.iter().enumerate())
+            .filter(|&(i, p)| blocked(i, p))
+            .map(|(i, _)| {
+                let spec = self.topo.port(PortId(i as u32));
+                (spec.node.0, self.topo.port(spec.peer).node.0)
+            })
+            .collect();
+        if !driver::has_cycle(&mut edges) {
+            return None;
+        }
         let n = self.ports.len();
         let mut g = WaitGraph {
             waits_on: vec![None; n],
@@ -1301,14 +1318,8 @@ impl Simulation {
                 .collect(),
         };
         for (i, p) in self.ports.iter().enumerate() {
-            let port = PortId(i as u32);
-            let peer = self.topo.port(port).peer;
-            if p.paused_until > now
-                && !p.queues[DATA].is_empty()
-                && is_switch(port)
-                && is_switch(peer)
-            {
-                g.waits_on[i] = Some(peer.index());
+            if blocked(i, p) {
+                g.waits_on[i] = Some(self.topo.port(PortId(i as u32)).peer.index());
                 for pkt in self.frames.iter(&p.queues[DATA]).map(Frame::packet) {
                     g.holds[i].push((pkt.in_port as usize, pkt.wire as u64));
                 }
