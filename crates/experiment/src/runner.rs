@@ -223,6 +223,16 @@ pub fn execute(scenario: &Scenario, request: &RunRequest) -> Result<(Summary, Ou
         limit: p.count,
         flows: p.flows.clone(),
     });
+    // rates.csv is written only into a results folder; other runs do not record rates.
+    let recording;
+    let scenario = if request.out.is_some() && scenario.fabric == FabricKind::Rocev2 {
+        let mut s = scenario.clone();
+        s.roce.record_rates = true;
+        recording = s;
+        &recording
+    } else {
+        scenario
+    };
     let outcome = run(scenario, filter, true)?;
     let mut summary = results::summary(scenario, &outcome);
     if !outcome.trainings.is_empty() {

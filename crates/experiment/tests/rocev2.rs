@@ -131,6 +131,8 @@ fn two_flows(cc: &str, t1_us: u64, t2_us: u64, mib: u64) -> Shared {
     let s = scenario(&format!(
         "[fabric]\nkind = \"rocev2\"\nlink_rate = \"100Gbps\"\n[fabric.rocev2]\n{cc}\nswitch_buffer = \"8MiB\"\necn = {{ kmin = \"40KiB\", kmax = \"160KiB\", pmax = 0.2 }}\n[topology]\nkind = \"single-switch\"\nhosts = 3\n[[traffic]]\nkind = \"flow\"\nsrc = 1\ndst = 0\nsize = \"{mib}MiB\"\n[[traffic]]\nkind = \"flow\"\nsrc = 2\ndst = 0\nsize = \"{mib}MiB\"\nstart = \"200us\"\n"
     ));
+    let mut s = s;
+    s.roce.record_rates = true;
     let mut sim = roce_sim(&s);
     let topo = s.build_topology().unwrap();
     // The switch's port toward host 0.
@@ -286,9 +288,35 @@ fn ecmp_balances_many_flows_across_spines() {
 
 #[test]
 fn runs_are_deterministic() {
-    let s = incast16("1MiB", "pfc = false\nrto_exponent = 8");
+    let mut s = incast16("1MiB", "pfc = false\nrto_exponent = 8");
+    s.roce.record_rates = true;
     let a = runner::run(&s, None, false).unwrap();
     let b = runner::run(&s, None, false).unwrap();
     assert_eq!(a.report, b.report);
+    assert!(!a.rates.is_empty());
     assert_eq!(a.rates, b.rates);
+}
+
+#[test]
+fn recording_rates_changes_nothing_but_the_records() {
+    // Sampling is a read-only event: without it the run is the same, minus those events.
+    let mut s = scenario("[fabric]\nkind = \"rocev2\"\n[topology]\nhosts = 5\n[[traffic]]\nkind = \"incast\"\nsenders = [1, 2, 3, 4]\ndst = 0\nsize = \"2MiB\"\n");
+    let quiet = runner::run(&s, None, false).unwrap();
+    s.roce.record_rates = true;
+    let recorded = runner::run(&s, None, false).unwrap();
+    assert!(quiet.rates.is_empty());
+    let samples = recorded.rates.iter().filter(|r| r.sent.is_some()).count();
+    assert!(
+        samples > 0 && recorded.rates.len() > samples,
+        "samples and DCQCN cuts"
+    );
+    let (q, r) = (&quiet.report, &recorded.report);
+    assert_eq!(
+        (&q.flows, &q.ports, q.sim_time),
+        (&r.flows, &r.ports, r.sim_time)
+    );
+    assert!(
+        r.events > q.events,
+        "the sampling events are the difference"
+    );
 }

@@ -105,6 +105,9 @@ pub struct RoceConfig {
     pub deadlock_check: Time,
     /// Every active flow's pacing and sending rates are sampled this often (rates.csv).
     pub rate_sample: Time,
+    /// Keep rates.csv's records (DCQCN cuts and periodic samples). Off unless a run writes
+    /// rates.csv, so other runs pay nothing for them.
+    pub record_rates: bool,
 }
 
 impl RoceConfig {
@@ -158,6 +161,7 @@ impl Default for RoceConfig {
             watchdog: None,
             deadlock_check: Time::from_us(10),
             rate_sample: Time::from_us(10),
+            record_rates: false,
         }
     }
 }

@@ -262,6 +262,8 @@ pub struct Simulation {
     peak_packets_in_flight: u64,
     rates: Vec<RateSample>,
     deadlock_check_pending: bool,
+    /// Messages on a NIC (posted, not known to be acknowledged), for rate sampling.
+    on_nic: Vec<u32>,
     /// Cycles left to the watchdog, with the trip count when each was recorded.
     pfc_cycles: Vec<Deadlock>,
     trips_at_last_cycle: u64,
@@ -336,7 +338,7 @@ impl Simulation {
                 );
             }
         }
-        if !workload.messages.is_empty() {
+        if cfg.record_rates && !workload.messages.is_empty() {
             queue.schedule(cfg.rate_sample, Event::SampleRates);
         }
         if !workload.sharp_groups.is_empty() {
@@ -402,6 +404,7 @@ impl Simulation {
             deadlock_check_pending: false,
             pfc_cycles: Vec::new(),
             trips_at_last_cycle: 0,
+            on_nic: Vec::new(),
             watchdog_trips: 0,
         })
     }
@@ -569,15 +572,13 @@ impl Simulation {
     /// finished run alive).
     fn sample_rates(&mut self, now: Time) {
         let interval = self.cfg.rate_sample;
-        for (i, f) in self.state.flows.iter_mut().enumerate() {
-            // Only messages on the NIC: posted (queued or sending), not yet acknowledged.
-            if f.life.acked.is_some()
-                || !(f.queued || f.life.sent_bytes > 0)
-                || f.msg.local.is_some()
-            {
-                f.sampled_bytes = f.life.sent_bytes;
-                continue;
-            }
+        let flows = &self.state.flows;
+        // Messages leave the NIC when acknowledged; the rest are sampled in flow order.
+        self.on_nic
+            .retain(|&f| flows[f as usize].life.acked.is_none());
+        self.on_nic.sort_unstable();
+        for &i in &self.on_nic {
+            let f = &mut self.state.flows[i as usize];
             let line = self.topo.port(self.topo.host_port(f.msg.src)).rate;
             let rate = match &self.cfg.dcqcn {
                 Some(d) => {
@@ -590,7 +591,7 @@ impl Simulation {
             f.sampled_bytes = f.life.sent_bytes;
             self.rates.push(RateSample {
                 time: now,
-                flow: i as u32,
+                flow: i,
                 rate,
                 sent: Some(BitRate((bits / interval.ps() as u128) as u64)),
             });
@@ -1128,6 +1129,9 @@ impl Simulation {
     /// Puts a message on its NIC's round-robin list.
     fn activate(&mut self, flow: u32, now: Time) {
         let f = &mut self.state.flows[flow as usize];
+        if !f.queued && f.life.sent_bytes == 0 {
+            self.on_nic.push(flow);
+        }
         f.queued = true;
         f.last_progress = now;
         let src = f.msg.src;
@@ -1229,7 +1233,7 @@ impl Simulation {
                 let Some(d) = &self.cfg.dcqcn else { return };
                 let flow = &mut self.state.flows[fid as usize];
                 flow.rp.advance(now, &d.params);
-                if flow.rp.on_cnp(now, &d.params) {
+                if flow.rp.on_cnp(now, &d.params) && self.cfg.record_rates {
                     self.rates.push(RateSample {
                         time: now,
                         flow: fid,
