@@ -1,11 +1,14 @@
 //! The `fabricsim` command line. Standard output carries results only; progress and
-//! errors go to standard error. Bad input exits with status 2.
+//! errors go to standard error. Exit status: 0 for a clean, complete run; 3 for a run that
+//! ended with flows unfinished (a deadlock, `stop_at`, a pause storm); 2 for bad input; 141
+//! (as after SIGPIPE), quietly, when standard output is closed early.
 
 use clap::{Parser, Subcommand, ValueEnum};
 use fabricsim_experiment::formats::pcap::LinkType;
 use fabricsim_experiment::runner::{self, PcapRequest, RunRequest};
 use fabricsim_experiment::scenario::Scenario;
-use fabricsim_experiment::{bench, collective_sweep, compare, heap};
+use fabricsim_experiment::{bench, collective_sweep, compare, heap, results};
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -119,14 +122,43 @@ enum Command {
     },
 }
 
+/// Exit status of a run that ended with flows unfinished.
+const EXIT_UNFINISHED: u8 = 3;
+/// Exit status when standard output was closed before everything was written (the
+/// shell's status for a process ended by SIGPIPE).
+const EXIT_BROKEN_PIPE: u8 = 141;
+
+/// How a command ended, beyond success.
+enum Failure {
+    /// Bad input (or a file that cannot be written): the message, exit status 2.
+    Input(String),
+    /// Standard output was closed early.
+    BrokenPipe,
+}
+
+impl From<String> for Failure {
+    fn from(msg: String) -> Self {
+        Failure::Input(msg)
+    }
+}
+
+/// Whether every flow of the command's runs completed.
+#[derive(PartialEq)]
+enum Completion {
+    Complete,
+    Unfinished,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match dispatch(cli.command) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(msg) => {
+        Ok(Completion::Complete) => ExitCode::SUCCESS,
+        Ok(Completion::Unfinished) => ExitCode::from(EXIT_UNFINISHED),
+        Err(Failure::Input(msg)) => {
             eprintln!("fabricsim: {msg}");
             ExitCode::from(2)
         }
+        Err(Failure::BrokenPipe) => ExitCode::from(EXIT_BROKEN_PIPE),
     }
 }
 
@@ -143,19 +175,41 @@ fn load(file: Option<PathBuf>, seed: Option<u64>) -> Result<Scenario, String> {
     Ok(scenario)
 }
 
-fn print_json<T: serde::Serialize>(value: &T) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(value).expect("results serialise")
-    );
+/// Writes `text` to standard output; a closed pipe ends the command quietly.
+fn out(text: &str) -> Result<(), Failure> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(Failure::BrokenPipe),
+        Err(e) => Err(Failure::Input(format!("standard output: {e}"))),
+    }
 }
 
-fn dispatch(cmd: Command) -> Result<(), String> {
+fn json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string_pretty(value).expect("results serialise") + "\n"
+}
+
+/// Complete if every summary's flows all completed; notes the others on standard error.
+fn completion(summaries: &[&results::Summary]) -> Completion {
+    let mut all = Completion::Complete;
+    for s in summaries {
+        if let Some(note) = s.unfinished_note() {
+            eprintln!("fabricsim: {} ({}): {note}", s.scenario, s.fabric);
+            all = Completion::Unfinished;
+        }
+    }
+    all
+}
+
+fn dispatch(cmd: Command) -> Result<Completion, Failure> {
     match cmd {
         Command::Run {
             file,
-            json,
-            out,
+            json: as_json,
+            out: dir,
             pcap,
             pcap_count,
             pcap_flows,
@@ -164,7 +218,7 @@ fn dispatch(cmd: Command) -> Result<(), String> {
         } => {
             let scenario = load(file, seed)?;
             let request = RunRequest {
-                out,
+                out: dir,
                 pcap: pcap.map(|path| PcapRequest {
                     path,
                     count: pcap_count,
@@ -179,22 +233,22 @@ fn dispatch(cmd: Command) -> Result<(), String> {
             {
                 eprintln!("fabricsim: {note}");
             }
-            if json {
-                print_json(&summary);
+            if as_json {
+                out(&json(&summary))?;
             } else {
-                println!("{}", summary.one_line(outcome.report.sim_time));
+                out(&(summary.one_line(outcome.report.sim_time) + "\n"))?;
             }
-            Ok(())
+            Ok(completion(&[&summary]))
         }
         Command::Check { file } => {
             let scenario = load(Some(file), None)?;
             scenario.build_topology()?;
-            print!("{}", scenario.effective_toml());
-            Ok(())
+            out(&scenario.effective_toml())?;
+            Ok(Completion::Complete)
         }
         Command::Bench { size, runs } => {
-            print!("{}", bench::run(size.as_deref(), runs)?);
-            Ok(())
+            out(&bench::run(size.as_deref(), runs)?)?;
+            Ok(Completion::Complete)
         }
         Command::Collective {
             file,
@@ -203,7 +257,7 @@ fn dispatch(cmd: Command) -> Result<(), String> {
             factor,
             op,
             algorithm,
-            json,
+            json: as_json,
         } => {
             let scenario = load(Some(file), None)?;
             let c = collective_sweep::template(&scenario, op.as_deref(), algorithm.as_deref())?;
@@ -213,22 +267,28 @@ fn dispatch(cmd: Command) -> Result<(), String> {
                 factor,
             )?;
             let rows = collective_sweep::run(&scenario, &c, &list)?;
-            if json {
-                print_json(&rows);
+            if as_json {
+                out(&json(&rows))?;
             } else {
-                print!("{}", collective_sweep::table(&c, &rows));
+                out(&collective_sweep::table(&c, &rows))?;
             }
-            Ok(())
+            Ok(Completion::Complete)
         }
-        Command::Compare { file, json, seed } => {
+        Command::Compare {
+            file,
+            json: as_json,
+            seed,
+        } => {
             let scenario = load(Some(file), seed)?;
             let [ib, roce] = compare::run_both(&scenario)?;
-            if json {
-                print_json(&serde_json::json!({ "infiniband": ib, "rocev2": roce }));
+            if as_json {
+                out(&json(
+                    &serde_json::json!({ "infiniband": ib, "rocev2": roce }),
+                ))?;
             } else {
-                print!("{}", compare::table(&ib, &roce));
+                out(&compare::table(&ib, &roce))?;
             }
-            Ok(())
+            Ok(completion(&[&ib, &roce]))
         }
     }
 }

@@ -299,13 +299,15 @@ fn stop_at_bounds_simulated_time_and_reports_unfinished_flows() {
         ),
     );
     let out_dir = d.join("o");
-    let v = stable_json(&run(&[
+    let out = run(&[
         "run",
         f.to_str().unwrap(),
         "--json",
         "--out",
         out_dir.to_str().unwrap(),
-    ]));
+    ]);
+    assert_eq!(out.status.code(), Some(3), "flows unfinished: exit 3");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["stopped_by_time"], true);
     assert!(v["sim_time_ns"].as_u64().unwrap() <= 3_000);
     assert!(v["flows"]["completed"].as_u64().unwrap() < v["flows"]["count"].as_u64().unwrap());

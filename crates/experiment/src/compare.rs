@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 
 /// Runs `scenario` on InfiniBand and on RoCEv2; returns the two summaries in that order.
 pub fn run_both(scenario: &Scenario) -> Result<[Summary; 2], String> {
+    runner::require_traffic(scenario)?;
     let once = |kind: FabricKind| -> Result<Summary, String> {
         let s = Scenario {
             fabric: kind,

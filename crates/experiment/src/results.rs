@@ -495,6 +495,26 @@ impl Summary {
         )
     }
 
+    /// Why the run ended with messages unfinished (a deadlock, `stop_at`, a pause storm
+    /// without end), or `None` if every message completed.
+    pub fn unfinished_note(&self) -> Option<String> {
+        let unfinished = self.flows.count - self.flows.completed;
+        (unfinished > 0).then(|| {
+            format!(
+                "{unfinished} of {} flows unfinished at {} ns ({})",
+                self.flows.count,
+                self.sim_time_ns,
+                if self.deadlock.is_some() {
+                    "stopped by a deadlock"
+                } else if self.stopped_by_time {
+                    "stop_at reached"
+                } else {
+                    "no event left to run"
+                }
+            )
+        })
+    }
+
     /// What to tell the user when cycles of paused queues formed and the PFC watchdog
     /// was left to break them, or `None`.
     pub fn pfc_cycles_note(&self) -> Option<String> {

@@ -215,6 +215,7 @@ pub struct RunRequest {
 /// for the sensitivity figure), writes the files asked for and returns the summary with
 /// the outcome. Errors name the option and its value.
 pub fn execute(scenario: &Scenario, request: &RunRequest) -> Result<(Summary, Outcome), String> {
+    require_traffic(scenario)?;
     let capture = match &request.pcap {
         Some(p) => Some((p, capture_link(scenario, p)?)),
         None => None,
@@ -248,6 +249,24 @@ pub fn execute(scenario: &Scenario, request: &RunRequest) -> Result<(Summary, Ou
             .map_err(|e| format!("--pcap {}: {e}", p.path.display()))?;
     }
     Ok((summary, outcome))
+}
+
+/// Refuses a scenario with nothing to run: no `[[traffic]]` entry, or entries that make no
+/// message (an empty flow file).
+pub fn require_traffic(scenario: &Scenario) -> Result<(), String> {
+    if scenario.traffic.is_empty() {
+        return Err(format!(
+            "scenario {}: no [[traffic]] entries, nothing to run (`fabricsim collective` sweeps a file without them)",
+            scenario.name
+        ));
+    }
+    if build(&scenario.traffic, scenario.seed).messages.is_empty() {
+        return Err(format!(
+            "scenario {}: its [[traffic]] entries make no message, nothing to run",
+            scenario.name
+        ));
+    }
+    Ok(())
 }
 
 /// The capture's link type, after checking its flow ids and link type against the

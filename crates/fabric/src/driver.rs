@@ -527,6 +527,18 @@ impl<E, F, C> RunState<E, F, C> {
             .collect()
     }
 
+    /// How much simulated time the run covers: its last event, or the last completion if
+    /// later (a receiver's completion comes its HCA latency after the last packet's event).
+    pub fn sim_time(&self) -> Time
+    where
+        F: Tracked,
+    {
+        self.flows
+            .iter()
+            .filter_map(|f| f.progress().finish)
+            .fold(self.queue.now(), Time::max)
+    }
+
     /// The captured records, in order.
     pub fn captured(&self) -> &[C] {
         self.capture

@@ -1372,7 +1372,7 @@ impl Simulation {
             })
             .collect();
         RunReport {
-            sim_time: self.state.queue.now(),
+            sim_time: self.state.sim_time(),
             events: self.state.queue.popped(),
             flows,
             ports,

@@ -1417,7 +1417,7 @@ impl Simulation {
             })
             .collect();
         RunReport {
-            sim_time: now,
+            sim_time: self.state.sim_time(),
             events: self.state.queue.popped(),
             flows,
             ports,

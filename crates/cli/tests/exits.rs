@@ -1,0 +1,100 @@
+//! Exit statuses a script can trust: 0 for a clean, complete run; 3 for a run that ended
+//! with flows unfinished; 2 for bad input (here: nothing to run); a closed standard output
+//! ends the process quietly with 141.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_fabricsim"))
+}
+
+fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(name)
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().unwrap()
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn a_complete_run_exits_0_and_an_unfinished_one_3() {
+    let clean = run(&["run", path(&example("incast-8to1.toml"))]);
+    assert_eq!(clean.status.code(), Some(0));
+    for (name, why) in [
+        ("rocev2-pfc-deadlock.toml", "stopped by a deadlock"),
+        ("rocev2-pause-storm.toml", "stop_at reached"),
+        ("infiniband-credit-loop.toml", "stopped by a deadlock"),
+    ] {
+        let out = run(&["run", path(&example(name)), "--json"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{name}: {err}");
+        assert!(
+            err.contains("unfinished") && err.contains(why),
+            "{name}: {err}"
+        );
+        // The summary is still complete JSON on standard output.
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(v["flows"]["completed"].as_u64() < v["flows"]["count"].as_u64());
+    }
+    let compare = run(&["compare", path(&example("rocev2-pfc-deadlock.toml"))]);
+    assert_eq!(compare.status.code(), Some(3));
+}
+
+#[test]
+fn nothing_to_run_is_bad_input() {
+    let d = std::env::temp_dir().join(format!("fabricsim-exits-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    for (name, text) in [
+        ("empty.toml", ""),
+        ("topology.toml", "[topology]\nhosts = 4\n"),
+    ] {
+        let f = d.join(name);
+        std::fs::write(&f, text).unwrap();
+        for cmd in ["run", "compare"] {
+            let out = run(&[cmd, path(&f)]);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{cmd} {name}: {err}");
+            assert!(err.contains("no [[traffic]]"), "{err}");
+        }
+    }
+}
+
+#[test]
+fn a_closed_pipe_ends_the_run_quietly() {
+    let mut child = bin()
+        .args([
+            "compare",
+            path(&example("leaf-spine-oversubscribed.toml")),
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away before anything is written.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn the_simulated_time_covers_every_completion() {
+    let out = run(&["run", path(&example("incast-8to1.toml")), "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sim_ns = v["sim_time_ns"].as_u64().unwrap();
+    let fct_max = v["fct_ns"]["max"].as_u64().unwrap();
+    // Every flow of the example starts at 0, so the last finish is the largest FCT.
+    assert!(
+        sim_ns >= fct_max,
+        "sim_time_ns {sim_ns} < last finish {fct_max}"
+    );
+}
