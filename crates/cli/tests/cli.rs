@@ -484,3 +484,28 @@ fn collective_command_prints_the_nccl_tests_table() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("does not apply"));
 }
+
+#[test]
+fn ipv6_roce_frames_carry_a_valid_udp_checksum() {
+    // IPv6 forbids a zero UDP checksum; tshark, told to check it, must find every one good.
+    let (_, pcap, _) = capture_run(
+        "pcap6",
+        "[fabric]\nkind = \"rocev2\"\n[fabric.rocev2]\nip = \"ipv6\"\n[topology]\nhosts = 3\n[[traffic]]\nkind = \"incast\"\nsenders = [1, 2]\ndst = 0\nsize = \"64KiB\"\n",
+    );
+    let Some(tshark) = tshark() else { return };
+    let out = Command::new(tshark)
+        .args([
+            "-r",
+            pcap.to_str().unwrap(),
+            "-o",
+            "udp.check_checksum:TRUE",
+        ])
+        .args(["-Y", "udp", "-T", "fields", "-e", "udp.checksum.status"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let statuses: Vec<&str> = text.lines().collect();
+    assert!(statuses.len() > 30, "{text}");
+    // 1: the checksum verified.
+    assert!(statuses.iter().all(|s| *s == "1"), "{text}");
+}

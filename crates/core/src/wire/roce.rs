@@ -187,6 +187,13 @@ impl RoceRepr {
         b.resize(b.len() + padded(self.payload_len), 0);
         let icrc = icrc(&b[ip_start..], self.ip);
         b.extend_from_slice(&icrc.to_le_bytes());
+        if self.ip == IpVersion::V6 {
+            // IPv6 forbids a zero UDP checksum (RFC 8200 section 8.1); the ICRC leaves the
+            // field out, so it is computed last. IPv4 keeps 0, "no checksum" (RFC 768).
+            let udp_start = ip_start + IPV6_LEN;
+            let sum = udp6_checksum(&b[ip_start + 8..ip_start + 40], &b[udp_start..]);
+            b[udp_start + 6..udp_start + 8].copy_from_slice(&sum.to_be_bytes());
+        }
         b.resize(b.len().max(MIN_FRAME_LEN - FCS_LEN), 0);
         b
     }
@@ -223,16 +230,42 @@ pub fn icrc(ip_packet: &[u8], ip: IpVersion) -> u32 {
     !crc32_update(reg, &ip_packet[len..])
 }
 
-/// The IPv4 header checksum (ones' complement sum of 16-bit words).
-fn ipv4_checksum(header: &[u8]) -> u16 {
-    let mut sum: u32 = header
-        .chunks(2)
-        .map(|w| u16::from_be_bytes([w[0], w[1]]) as u32)
-        .sum();
+/// The Internet checksum (RFC 1071) of `parts` taken as one byte string: the ones'
+/// complement of the ones' complement sum of its 16-bit words (an odd tail padded).
+fn internet_checksum(parts: &[&[u8]]) -> u16 {
+    let bytes = parts.iter().flat_map(|p| p.iter().copied());
+    let mut sum: u64 = 0;
+    let mut high = None;
+    for byte in bytes {
+        match high.take() {
+            None => high = Some(byte),
+            Some(h) => sum += u16::from_be_bytes([h, byte]) as u64,
+        }
+    }
+    if let Some(h) = high {
+        sum += (h as u64) << 8;
+    }
     while sum > 0xFFFF {
         sum = (sum & 0xFFFF) + (sum >> 16);
     }
     !(sum as u16)
+}
+
+/// The IPv4 header checksum.
+fn ipv4_checksum(header: &[u8]) -> u16 {
+    internet_checksum(&[header])
+}
+
+/// The UDP checksum over IPv6 (RFC 8200 section 8.1): the pseudo-header of source and
+/// destination addresses (`addresses`, 32 bytes), the UDP length and next header 17,
+/// then the UDP header (checksum zero) and payload (`udp`). A result of 0 is sent as
+/// 0xFFFF.
+fn udp6_checksum(addresses: &[u8], udp: &[u8]) -> u16 {
+    let length = (udp.len() as u32).to_be_bytes();
+    match internet_checksum(&[addresses, &length, &[0, 0, 0, 17], udp]) {
+        0 => 0xFFFF,
+        sum => sum,
+    }
 }
 
 /// A PFC frame (802.1Qbb) from `src_host`'s or a switch port's MAC, pausing the data
