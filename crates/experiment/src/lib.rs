@@ -18,6 +18,7 @@ pub mod collective_sweep;
 pub mod compare;
 pub mod formats;
 pub mod heap;
+pub mod output;
 pub mod results;
 pub mod runner;
 pub mod scenario;

@@ -1,6 +1,7 @@
-//! Results: the JSON summary of shared/SCENARIO.md, flows.csv and ports.csv, written
-//! atomically (temporary file, then rename) so an interrupted run never leaves half a file.
+//! Results: the JSON summary of shared/SCENARIO.md, flows.csv, ports.csv and rates.csv,
+//! written as one folder that is never half-written (see [`crate::output`]).
 
+use crate::output;
 use crate::runner::Outcome;
 use crate::scenario::{FabricKind, Scenario};
 use fabricsim_core::units::Time;
@@ -430,18 +431,6 @@ pub fn ports_csv(r: &RunReport) -> String {
     s
 }
 
-/// Writes `data` to `path` atomically: a temporary file beside it, then a rename.
-pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!(
-        "{}.tmp",
-        path.extension()
-            .map(|e| e.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    ));
-    std::fs::write(&tmp, data)?;
-    std::fs::rename(&tmp, path)
-}
-
 /// rates.csv: `time_ns,flow_id,event,rate_gbps,sent_gbps` in time order. `event` is `cut`
 /// (a DCQCN rate cut; sent_gbps empty) or `sample` (periodic: the pacing rate, and the
 /// payload rate sent over the interval just ended).
@@ -462,19 +451,23 @@ pub fn rates_csv(rates: &[RateSample]) -> String {
     s
 }
 
-/// Writes summary.json, flows.csv, ports.csv and (RoCEv2) rates.csv into `dir`
-/// (created if missing).
+/// Every file a results folder can hold.
+const RESULT_FILES: [&str; 4] = ["summary.json", "flows.csv", "ports.csv", "rates.csv"];
+
+/// Writes summary.json, flows.csv, ports.csv and (RoCEv2) rates.csv as the folder `dir`,
+/// replacing whatever it held, atomically (see [`output::write_folder`]).
 pub fn write_out_dir(dir: &Path, summary: &Summary, out: &Outcome) -> std::io::Result<()> {
     let r = &out.report;
-    if summary.fabric == "rocev2" {
-        std::fs::create_dir_all(dir)?;
-        write_atomic(&dir.join("rates.csv"), rates_csv(&out.rates).as_bytes())?;
-    }
-    std::fs::create_dir_all(dir)?;
     let json = serde_json::to_string_pretty(summary).expect("summary serialises");
-    write_atomic(&dir.join("summary.json"), format!("{json}\n").as_bytes())?;
-    write_atomic(&dir.join("flows.csv"), flows_csv(r).as_bytes())?;
-    write_atomic(&dir.join("ports.csv"), ports_csv(r).as_bytes())
+    let mut files = vec![
+        ("summary.json", format!("{json}\n").into_bytes()),
+        ("flows.csv", flows_csv(r).into_bytes()),
+        ("ports.csv", ports_csv(r).into_bytes()),
+    ];
+    if summary.fabric == FabricKind::Rocev2.name() {
+        files.push(("rates.csv", rates_csv(&out.rates).into_bytes()));
+    }
+    output::write_folder(dir, &files, &RESULT_FILES)
 }
 
 impl Summary {

@@ -3,6 +3,7 @@
 //! (a results folder, a capture, the sensitivity run).
 
 use crate::formats::pcap::{self, LinkType};
+use crate::output;
 use crate::results::{self, Summary};
 use crate::scenario::{FabricKind, Scenario};
 use fabricsim_core::units::Time;
@@ -245,7 +246,7 @@ pub fn execute(scenario: &Scenario, request: &RunRequest) -> Result<(Summary, Ou
             .map_err(|e| format!("--out {}: {e}", dir.display()))?;
     }
     if let Some((p, link)) = capture {
-        results::write_atomic(&p.path, &pcap::encode(&outcome.captured, link))
+        output::write_file(&p.path, &pcap::encode(&outcome.captured, link))
             .map_err(|e| format!("--pcap {}: {e}", p.path.display()))?;
     }
     Ok((summary, outcome))
