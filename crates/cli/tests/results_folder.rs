@@ -35,9 +35,12 @@ fn run_into(scenario: &Path, seed: u32, out: &Path) -> Command {
     c
 }
 
+/// A folder's files: (name, contents), by name.
+type Files = Vec<(String, Vec<u8>)>;
+
 /// The files of a folder, by name.
-fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+fn files(dir: &Path) -> Files {
+    let mut v: Files = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| {
             let e = e.unwrap();
@@ -52,7 +55,7 @@ fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
 }
 
 /// The seed of the run whose complete set `dir` holds; panics on a partial or mixed set.
-fn consistent_seed(dir: &Path, reference: &[(u32, Vec<(String, Vec<u8>)>)]) -> u32 {
+fn consistent_seed(dir: &Path, reference: &[(u32, Files)]) -> u32 {
     let got = files(dir);
     let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
