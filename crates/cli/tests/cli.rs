@@ -155,6 +155,21 @@ fn bad_input_is_named_and_exits_2() {
         "[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = -4\n",
         &["traffic[0].size", "-4"],
     );
+    // Bounded where parsed: no panic, no endless run (issue 14).
+    for size in ["\"16TiB\"", "9223372036854775807"] {
+        expect_error(
+            &format!("[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = {size}\n"),
+            &["traffic[0].size", &size.replace('"', ""), "at most 512 GiB"],
+        );
+    }
+    expect_error(
+        "[fabric]\nlink_delay = \"1000s\"\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = 5\n",
+        &["fabric.link_delay", "1000s", "line 2", "at most 1 ms"],
+    );
+    expect_error(
+        "[fabric]\nlink_rate = \"1Mbps\"\n",
+        &["fabric.link_rate", "1Mbps", "at least 1 Gb/s"],
+    );
     expect_error(
         "[topology]\nkind = \"torus\"\n",
         &["topology.kind", "torus"],

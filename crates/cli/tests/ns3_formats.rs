@@ -88,6 +88,20 @@ fn bad_ns3_files_are_named_and_exit_2() {
         "4\n1 0 3 100 10 0\n",
         &["traffic[0].path", "1 flows given, line 1 says 4"],
     );
+    // A header claiming billions of nodes is refused, not allocated.
+    expect_exit_2(
+        &d,
+        "4000000000 1000000000 4000000000\n",
+        FLOWS,
+        &["topology.path", "line 1", "at most 1048576 nodes"],
+    );
+    // Two islands: named with the file, before any run starts.
+    expect_exit_2(
+        &d,
+        "4 2 2\n2 3\n0 2 400Gbps 25ns 0\n1 3 400Gbps 25ns 0\n",
+        "1\n1 0 3 100 10 0\n",
+        &["topology.path = \"star.topo\"", "cannot reach"],
+    );
     std::fs::remove_file(d.join("star.topo")).unwrap();
     let scenario = d.join("s.toml");
     let out = Command::new(env!("CARGO_BIN_EXE_fabricsim"))

@@ -527,8 +527,17 @@ impl<E, F, C> RunState<E, F, C> {
             .collect()
     }
 
-    /// How much simulated time the run covers: its last event, or the last completion if
-    /// later (a receiver's completion comes its HCA latency after the last packet's event).
+    /// Where the run's clock stands: `stop_at` if the run was stopped there, else its
+    /// last event.
+    pub fn end_time(&self) -> Time {
+        match self.stop_at {
+            Some(t) if self.stopped_by_time => t,
+            _ => self.queue.now(),
+        }
+    }
+
+    /// How much simulated time the run covers: its end, or the last completion if later
+    /// (a receiver's completion comes its HCA latency after the last packet's event).
     pub fn sim_time(&self) -> Time
     where
         F: Tracked,
@@ -536,7 +545,7 @@ impl<E, F, C> RunState<E, F, C> {
         self.flows
             .iter()
             .filter_map(|f| f.progress().finish)
-            .fold(self.queue.now(), Time::max)
+            .fold(self.end_time(), Time::max)
     }
 
     /// The captured records, in order.

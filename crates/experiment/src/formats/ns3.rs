@@ -68,6 +68,10 @@ fn expect_fields(line: usize, fields: &[&str], n: usize, layout: &str) -> Result
     Ok(())
 }
 
+/// The largest topology file: 2^20 nodes and 2^24 links (a million-host cluster).
+const MAX_NODES: u32 = 1 << 20;
+const MAX_LINKS: usize = 1 << 24;
+
 /// Parses a topology file. Random link loss (`error_rate` above 0) is not modelled and
 /// is refused rather than ignored.
 pub fn parse_topology(text: &str) -> Result<Ns3Topology, String> {
@@ -79,8 +83,14 @@ pub fn parse_topology(text: &str) -> Result<Ns3Topology, String> {
     let nodes: u32 = int(l1, "nodes", head[0])?;
     let switch_count: usize = int(l1, "switches", head[1])?;
     let link_count: usize = int(l1, "links", head[2])?;
-    let mut switches = Vec::with_capacity(switch_count);
-    let mut links = Vec::with_capacity(link_count);
+    if nodes > MAX_NODES || switch_count > nodes as usize || link_count > MAX_LINKS {
+        return Err(format!(
+            "line {l1}: {nodes} nodes, {switch_count} switches, {link_count} links: at most {MAX_NODES} nodes, no more switches than nodes, at most {MAX_LINKS} links"
+        ));
+    }
+    // Room for what the file can hold, not for what its header claims.
+    let mut switches = Vec::with_capacity(switch_count.min(text.len() / 2));
+    let mut links = Vec::with_capacity(link_count.min(text.len() / 8));
     let mut next_line = l1;
     // The switch ids may wrap over several lines.
     while switches.len() < switch_count {
@@ -148,7 +158,9 @@ pub fn parse_flows(text: &str) -> Result<Vec<Ns3Flow>, String> {
         .next()
         .ok_or("the file is empty; line 1 must be the flow count")?;
     let count: usize = int(l1, "flow count", head[0])?;
-    let mut flows = Vec::with_capacity(count.min(1 << 20));
+    // Room for what the file can hold (a flow line has at least 12 bytes), not for what
+    // its first line claims.
+    let mut flows = Vec::with_capacity(count.min(text.len() / 12));
     for (l, f) in it {
         expect_fields(l, &f, 6, "src dst priority dport size start_seconds")?;
         let priority: u8 = int(l, "priority", f[2])?;

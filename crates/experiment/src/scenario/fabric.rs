@@ -15,6 +15,8 @@ use toml::Spanned;
 const DEFAULT_LINK_RATE: BitRate = BitRate::gbps(400);
 /// Default propagation: 5 m of cable at 5 ns per metre.
 const DEFAULT_LINK_DELAY: Time = Time::from_ns(25);
+/// The longest link: 1 ms of propagation, 200 km of fibre (a run's events grow with it).
+const MAX_LINK_DELAY: Time = Time::from_us(1_000);
 /// Propagation per metre of cable, in picoseconds: about 5 ns/m, a signal at two thirds
 /// of the speed of light (the velocity factor of fibre and twinax copper).
 const PS_PER_METRE: u64 = 5_000;
@@ -73,7 +75,7 @@ pub(super) fn parse(c: &Ctx, f: &FileFabric) -> Result<Fabric, ScenarioError> {
         },
     };
     let link_rate = c
-        .rate("fabric.link_rate", &f.link_rate)?
+        .link_rate("fabric.link_rate", &f.link_rate)?
         .unwrap_or(DEFAULT_LINK_RATE);
     let cable_mm = c.quantity("fabric.cable_length", &f.cable_length, Dimension::Length)?;
     let link_delay = match (c.time("fabric.link_delay", &f.link_delay)?, cable_mm) {
@@ -83,9 +85,23 @@ pub(super) fn parse(c: &Ctx, f: &FileFabric) -> Result<Fabric, ScenarioError> {
             ))
         }
         (Some(d), None) => d,
-        (None, Some(mm)) => Time(mm * PS_PER_METRE / 1000),
+        (None, Some(mm)) => Time(mm.saturating_mul(PS_PER_METRE) / 1000),
         (None, None) => DEFAULT_LINK_DELAY,
     };
+    if link_delay > MAX_LINK_DELAY {
+        let (key, v) = match &f.link_delay {
+            Some(v) => ("fabric.link_delay", v),
+            None => (
+                "fabric.cable_length",
+                f.cable_length.as_ref().expect("given"),
+            ),
+        };
+        return Err(c.err(
+            key,
+            v,
+            "one hop's propagation must be at most 1 ms (200 km of fibre)",
+        ));
+    }
     let mut ib = IbConfig::default();
     let mut roce = RoceConfig {
         // Cable length for the headroom rule: as given, or from the delay at 5 ns/m.

@@ -53,7 +53,7 @@ pub(super) fn parse(c: &Ctx, f: &FileHost, servers: u32) -> Result<HostConfig, S
         .unwrap_or(16) as u32;
     h.pcie = pcie_rate(generation, lanes).expect("generation checked");
     h.uplink = c
-        .rate(&key("pcie_uplink"), &f.pcie_uplink)?
+        .link_rate(&key("pcie_uplink"), &f.pcie_uplink)?
         .unwrap_or(h.pcie);
     if let Some(t) = c.time(&key("pcie_latency"), &f.pcie_latency)? {
         h.pcie_latency = t;
@@ -61,10 +61,10 @@ pub(super) fn parse(c: &Ctx, f: &FileHost, servers: u32) -> Result<HostConfig, S
     if let Some(g) = c.count(&key("gpus_per_pcie_switch"), &f.gpus_per_pcie_switch, 1, 64)? {
         h.gpus_per_pcie_switch = g as u32;
     }
-    if let Some(r) = c.rate(&key("host_memory_bandwidth"), &f.host_memory_bandwidth)? {
+    if let Some(r) = c.link_rate(&key("host_memory_bandwidth"), &f.host_memory_bandwidth)? {
         h.host_memory = r;
     }
-    if let Some(r) = c.rate(&key("cpu_copy_bandwidth"), &f.cpu_copy_bandwidth)? {
+    if let Some(r) = c.link_rate(&key("cpu_copy_bandwidth"), &f.cpu_copy_bandwidth)? {
         h.cpu_copy = r;
     }
     if let Some(t) = c.time(&key("cpu_overhead"), &f.cpu_overhead)? {

@@ -7,6 +7,18 @@ use serde::Deserialize;
 use std::path::Path;
 use toml::Spanned;
 
+/// The largest size a scenario may give: 512 GiB, so that a message in packets of the
+/// smallest MTU (256 B) counts fewer than 2^31 of them.
+pub(super) const MAX_SIZE: u64 = 512 << 30;
+/// The longest time a scenario may give: one hour of simulated time.
+const MAX_TIME: u64 = 3_600 * 1_000_000_000_000;
+/// Rates from 1 Mb/s to 100 Tb/s: below, one packet would take longer than the run can
+/// sensibly last; above, no link of any generation comes near.
+const RATE_RANGE: (u64, u64) = (1_000_000, 100_000_000_000_000);
+/// The rates of links and host resources that carry whole messages (links, NVLink, PCIe,
+/// memory, CPU copies): at least 1 Gb/s, so the largest message takes under 2 hours.
+const MIN_LINK_RATE: u64 = 1_000_000_000;
+
 /// A value as written: a string with a unit, or a bare number.
 #[derive(Deserialize, Clone, Debug)]
 #[serde(untagged)]
@@ -82,6 +94,15 @@ impl Ctx<'_> {
                 ))
             }
         };
+        let max = match dim {
+            Dimension::Size => Some((MAX_SIZE, "512 GiB")),
+            Dimension::Time => Some((MAX_TIME, "1 h")),
+            Dimension::Rate => Some((RATE_RANGE.1, "100 Tb/s")),
+            _ => None,
+        };
+        if let Some((_, shown)) = max.filter(|&(max, _)| value > max) {
+            return Err(self.err(key, v, &format!("a {} must be at most {shown}", dim.name())));
+        }
         Ok(Some(value))
     }
 
@@ -112,9 +133,31 @@ impl Ctx<'_> {
         Ok(self.positive(key, v, Dimension::Time)?.map(Time))
     }
 
-    /// A rate above zero.
+    /// A rate of at least 1 Mb/s.
     pub fn rate(&self, key: &str, v: &Field) -> Result<Option<BitRate>, ScenarioError> {
-        Ok(self.positive(key, v, Dimension::Rate)?.map(BitRate))
+        self.rate_from(key, v, RATE_RANGE.0, "1 Mb/s")
+    }
+
+    /// The rate of a link or host resource that carries whole messages: at least 1 Gb/s.
+    pub fn link_rate(&self, key: &str, v: &Field) -> Result<Option<BitRate>, ScenarioError> {
+        self.rate_from(key, v, MIN_LINK_RATE, "1 Gb/s")
+    }
+
+    fn rate_from(
+        &self,
+        key: &str,
+        v: &Field,
+        min: u64,
+        shown: &str,
+    ) -> Result<Option<BitRate>, ScenarioError> {
+        match self.positive(key, v, Dimension::Rate)? {
+            Some(r) if r < min => Err(self.err(
+                key,
+                v.as_ref().expect("parsed"),
+                &format!("a rate must be at least {shown}"),
+            )),
+            r => Ok(r.map(BitRate)),
+        }
     }
 
     /// A plain integer from `min` to `max`.

@@ -4,7 +4,7 @@
 use super::reader::{invalid, reject_present, Ctx, Field};
 use super::{Scenario, ScenarioError};
 use crate::formats::ns3::{self, Ns3Topology};
-use fabricsim_core::topology::{Nvlink, Topology};
+use fabricsim_core::topology::{Nvlink, Routes, Topology};
 use fabricsim_core::units::{BitRate, Time};
 use serde::Deserialize;
 use std::fmt::Write as _;
@@ -138,7 +138,7 @@ pub(super) fn parse(
         )));
     }
     let mut nvlink = Nvlink::default();
-    if let Some(r) = c.rate("topology.nvlink_bandwidth", &t.nvlink_bandwidth)? {
+    if let Some(r) = c.link_rate("topology.nvlink_bandwidth", &t.nvlink_bandwidth)? {
         nvlink.rate = r;
     }
     if let Some(l) = c.time("topology.nvlink_latency", &t.nvlink_latency)? {
@@ -168,7 +168,7 @@ fn spec(
     let (hosts, leaves, spines) = (t.hosts.is_some(), t.leaves.is_some(), t.spines.is_some());
     let (k, uplink) = (t.k.is_some(), t.uplink_rate.is_some());
     let uplink_rate = || -> Result<BitRate, ScenarioError> {
-        Ok(c.rate("topology.uplink_rate", &t.uplink_rate)?
+        Ok(c.link_rate("topology.uplink_rate", &t.uplink_rate)?
             .unwrap_or(link_rate))
     };
     let count = |key: &str, v: &Field, max: u64, default: u64| -> Result<u32, ScenarioError> {
@@ -262,7 +262,9 @@ fn file(c: &Ctx, t: &FileTopology, base: &Path) -> Result<TopologySpec, Scenario
     let (shown, text) = c.read_named(base, "topology.path", path)?;
     let bad = |m: String| invalid(format!("topology.path = \"{shown}\": {m}"));
     let graph = ns3::parse_topology(&text).map_err(bad)?;
-    Topology::from_graph(graph.nodes, &graph.switches, &graph.links).map_err(bad)?;
+    let topo = Topology::from_graph(graph.nodes, &graph.switches, &graph.links).map_err(bad)?;
+    // Every host must reach every other; say so here, with the file's name.
+    Routes::minimal(&topo).map_err(bad)?;
     Ok(TopologySpec::File { path: shown, graph })
 }
 

@@ -1364,7 +1364,7 @@ impl Simulation {
                     + if p.stall_since == NEVER {
                         Time::ZERO
                     } else {
-                        self.state.queue.now() - p.stall_since
+                        self.state.end_time() - p.stall_since
                     },
                 credit_packets: p.credit_packets,
                 ecn_marks: p.fecn_marks,

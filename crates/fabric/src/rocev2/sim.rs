@@ -1396,7 +1396,7 @@ impl Simulation {
 
     /// Everything measured, for the experiment layer.
     pub fn report(&self) -> RunReport {
-        let now = self.state.queue.now();
+        let now = self.state.end_time();
         let flows = self.state.flow_results(|m| self.ideal_fct(m));
         let ports = self
             .ports

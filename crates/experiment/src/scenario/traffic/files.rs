@@ -3,7 +3,7 @@
 
 use super::{ids, Entry};
 use crate::formats::{chakra as chakra_format, ns3};
-use crate::scenario::reader::invalid;
+use crate::scenario::reader::{invalid, MAX_SIZE};
 use crate::scenario::topology::TopologySpec;
 use crate::scenario::ScenarioError;
 use fabricsim_core::units::{ByteSize, Dimension, HostId, Time};
@@ -50,6 +50,13 @@ impl Entry<'_> {
             let dst = self.flow_host(f.dst, "dst", n + 1).map_err(bad)?;
             if src == dst {
                 return Err(bad(format!("flow {}: src = dst = {}", n + 1, f.src)));
+            }
+            if f.size > MAX_SIZE {
+                return Err(bad(format!(
+                    "flow {}: size = {} B: at most 512 GiB",
+                    n + 1,
+                    f.size
+                )));
             }
             messages.push(Message {
                 src,
