@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use fabricsim_experiment::formats::pcap::LinkType;
 use fabricsim_experiment::runner::{self, PcapRequest, RunRequest};
 use fabricsim_experiment::scenario::Scenario;
-use fabricsim_experiment::{bench, collective_sweep, compare, heap, results};
+use fabricsim_experiment::{bench, collective_sweep, compare, estimate, heap, results};
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -73,6 +73,9 @@ enum Command {
         /// Override the scenario's seed.
         #[arg(long)]
         seed: Option<u64>,
+        /// Run even if the estimated memory exceeds what is available.
+        #[arg(long)]
+        force: bool,
     },
     /// Run the scenario's topology and traffic on InfiniBand and on RoCEv2 (each with the
     /// file's settings for it, defaults elsewhere) and print the figures side by side.
@@ -84,6 +87,9 @@ enum Command {
         /// Override the scenario's seed.
         #[arg(long)]
         seed: Option<u64>,
+        /// Run even if the estimated memory exceeds what is available.
+        #[arg(long)]
+        force: bool,
     },
     /// Sweep one collective over message sizes, as nccl-tests does, on the scenario's
     /// fabric and topology (its first collective entry, or an all-reduce over every host).
@@ -175,6 +181,14 @@ fn load(file: Option<PathBuf>, seed: Option<u64>) -> Result<Scenario, String> {
     Ok(scenario)
 }
 
+/// Refuses a run estimated not to fit in memory, unless forced.
+fn fits(scenario: &Scenario, force: bool) -> Result<(), String> {
+    if force {
+        return Ok(());
+    }
+    estimate::check_fits(scenario, &estimate::estimate(scenario)?)
+}
+
 /// Writes `text` to standard output; a closed pipe ends the command quietly.
 fn out(text: &str) -> Result<(), Failure> {
     let mut stdout = std::io::stdout().lock();
@@ -215,8 +229,10 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
             pcap_flows,
             pcap_link,
             seed,
+            force,
         } => {
             let scenario = load(file, seed)?;
+            fits(&scenario, force)?;
             let request = RunRequest {
                 out: dir,
                 pcap: pcap.map(|path| PcapRequest {
@@ -242,8 +258,8 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
         }
         Command::Check { file } => {
             let scenario = load(Some(file), None)?;
-            scenario.build_topology()?;
-            out(&scenario.effective_toml())?;
+            let e = estimate::estimate(&scenario)?;
+            out(&(scenario.effective_toml() + &e.comment()))?;
             Ok(Completion::Complete)
         }
         Command::Bench { size, runs } => {
@@ -278,8 +294,10 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
             file,
             json: as_json,
             seed,
+            force,
         } => {
             let scenario = load(Some(file), seed)?;
+            fits(&scenario, force)?;
             let [ib, roce] = compare::run_both(&scenario)?;
             if as_json {
                 out(&json(

@@ -98,3 +98,27 @@ fn the_simulated_time_covers_every_completion() {
         "sim_time_ns {sim_ns} < last finish {fct_max}"
     );
 }
+
+#[test]
+fn a_run_that_cannot_fit_in_memory_is_refused_up_front() {
+    // 524,288 GPUs: the route tables alone would take about 2 TB.
+    let d = std::env::temp_dir().join(format!("fabricsim-fit-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let f = d.join("huge.toml");
+    std::fs::write(
+        &f,
+        "[topology]\nkind = \"rail-optimized\"\nnodes = 8192\ngpus_per_node = 64\nspines = 64\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 70\nsize = 5\n",
+    )
+    .unwrap();
+    let out = run(&["run", path(&f)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("MB are available") && err.contains("--force"),
+        "{err}"
+    );
+    // `check` states the estimate.
+    let check = run(&["check", path(&f)]);
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert!(text.contains("# estimated run: about"), "{text}");
+}

@@ -16,6 +16,7 @@
 pub mod bench;
 pub mod collective_sweep;
 pub mod compare;
+pub mod estimate;
 pub mod formats;
 pub mod heap;
 pub mod output;

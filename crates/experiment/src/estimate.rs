@@ -1,0 +1,151 @@
+//! A run's size before it starts: its peak memory and its events, estimated from the
+//! scenario, so that `check` prints them and `run` refuses a run that would not fit in
+//! memory. Estimates, not bounds: within a factor of a few (the per-item costs below are
+//! the structures' sizes, rounded up; the events assume every packet crosses the longest
+//! up-down path once and is acknowledged).
+
+use crate::scenario::{FabricKind, Scenario};
+use fabricsim_core::topology::NodeKind;
+use fabricsim_fabric::workload::build;
+
+/// Route table bytes per (node, destination host): a candidate range (8 B).
+const ROUTE_BYTES: u64 = 8;
+/// State per message: its flow (transport, congestion control, progress), its workload
+/// entries and its result.
+const MESSAGE_BYTES: u64 = 512;
+/// State per port and VL (credits, egress queue heads, counters).
+const PORT_VL_BYTES: u64 = 256;
+/// A packet in flight: its pool slot and queue entries (BENCHMARKS.md measures 64 B).
+const PACKET_BYTES: u64 = 64;
+/// Fixed cost of the process (code, allocator, buffers).
+const BASE_BYTES: u64 = 16 << 20;
+
+/// What a run is expected to take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Estimate {
+    pub memory_bytes: u64,
+    pub events: u64,
+    /// Network packets the messages make (data, without retransmissions).
+    pub packets: u64,
+}
+
+/// Estimates `scenario`'s run.
+pub fn estimate(scenario: &Scenario) -> Result<Estimate, String> {
+    let topo = scenario.build_topology()?;
+    let nodes = topo.nodes().len() as u64;
+    let hosts = topo.host_count() as u64;
+    let ports = topo.ports().len() as u64;
+    let top_tier = topo
+        .nodes()
+        .iter()
+        .filter_map(|n| match n {
+            NodeKind::Switch { tier } => Some(*tier as u64),
+            NodeKind::Host(_) => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let hops = 2 * (top_tier + 1);
+    let (vls, buffer_per_port, mtu) = match scenario.fabric {
+        FabricKind::Infiniband => {
+            let ib = &scenario.ib;
+            let vls = ib.virtual_lanes as u64;
+            (vls, vls * ib.vl_buffer as u64, ib.mtu as u64)
+        }
+        FabricKind::Rocev2 => {
+            let switches = topo.switch_count().max(1) as u64;
+            (
+                1,
+                scenario.roce.switch_buffer / (ports / switches).max(1),
+                scenario.roce.mtu as u64,
+            )
+        }
+    };
+    let workload = build(&scenario.traffic, scenario.seed);
+    let messages = workload.messages.len() as u64;
+    let packets: u64 = workload
+        .messages
+        .iter()
+        .filter(|m| m.local.is_none() && m.src != m.dst)
+        .map(|m| m.size.div_ceil(mtu).max(1))
+        .sum();
+    // Packets in flight: what the buffers can hold, at most every packet of the run.
+    let in_flight = (ports.saturating_mul(buffer_per_port) / mtu).min(packets);
+    let memory_bytes = BASE_BYTES
+        .saturating_add(nodes.saturating_mul(hosts).saturating_mul(ROUTE_BYTES))
+        .saturating_add(hosts.saturating_mul(hosts))
+        .saturating_add(messages.saturating_mul(MESSAGE_BYTES))
+        .saturating_add(ports.saturating_mul(vls).saturating_mul(PORT_VL_BYTES))
+        .saturating_add(in_flight.saturating_mul(PACKET_BYTES));
+    // A transmission and an arrival per link, an acknowledgment every few packets.
+    let events = packets.saturating_mul(2 * hops + 1);
+    Ok(Estimate {
+        memory_bytes,
+        events,
+        packets,
+    })
+}
+
+/// Memory the system can give this process now (Linux MemAvailable), if known.
+pub fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Refuses a run whose estimated memory exceeds what is available.
+pub fn check_fits(scenario: &Scenario, e: &Estimate) -> Result<(), String> {
+    match available_memory() {
+        Some(free) if e.memory_bytes > free => Err(format!(
+            "scenario {}: the run needs about {} MB and {} MB are available (route tables grow with nodes x hosts); shrink it, or pass --force to run anyway",
+            scenario.name,
+            e.memory_bytes >> 20,
+            free >> 20
+        )),
+        _ => Ok(()),
+    }
+}
+
+impl Estimate {
+    /// The estimate as TOML comments, for `check`.
+    pub fn comment(&self) -> String {
+        format!(
+            "\n# estimated run: about {} MB of memory, {} packets, {} events\n",
+            self.memory_bytes.div_ceil(1 << 20),
+            self.packets,
+            self.events
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn route_tables_dominate_a_huge_leaf_spine() {
+        let s = Scenario::parse(
+            "[topology]\nkind = \"leaf-spine\"\nhosts = 65536\nleaves = 1024\nspines = 64\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = 5\n",
+            "huge",
+        )
+        .unwrap();
+        let e = estimate(&s).unwrap();
+        // 66,624 nodes x 65,536 hosts x 8 B of routes alone: 34.9 GB.
+        assert!(e.memory_bytes > 34_000_000_000, "{e:?}");
+        assert_eq!(e.packets, 1);
+    }
+
+    #[test]
+    fn packets_count_each_message_in_mtu_pieces() {
+        let s = Scenario::parse(
+            "[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = \"1MiB\"\n[[traffic]]\nkind = \"flow\"\nsrc = 1\ndst = 0\nsize = 4097\n",
+            "two",
+        )
+        .unwrap();
+        let e = estimate(&s).unwrap();
+        assert_eq!(e.packets, 256 + 2);
+        // Two hops each way on one switch: 5 events per packet.
+        assert_eq!(e.events, 258 * 5);
+        assert!(e.memory_bytes < 64 << 20, "{e:?}");
+    }
+}
