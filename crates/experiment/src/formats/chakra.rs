@@ -122,12 +122,30 @@ fn need(node: &Node, name: &str) -> Result<i64, String> {
     })
 }
 
+/// The largest message a trace may ask for, as in scenario files (512 GiB).
+const MAX_COMM_SIZE: u64 = 512 << 30;
+/// The longest compute node: one hour.
+const MAX_DURATION_US: u64 = 3_600_000_000;
+
 /// The simulator's view of one node.
 pub fn to_et_node(node: &Node) -> Result<EtNode, String> {
     let size = |n: &Node| -> Result<u64, String> {
-        u64::try_from(need(n, "comm_size")?)
-            .map_err(|_| format!("node {}: negative comm_size", n.id))
+        let size = u64::try_from(need(n, "comm_size")?)
+            .map_err(|_| format!("node {}: negative comm_size", n.id))?;
+        if size > MAX_COMM_SIZE {
+            return Err(format!(
+                "node {}: comm_size {size} B: at most 512 GiB",
+                n.id
+            ));
+        }
+        Ok(size)
     };
+    if node.duration_micros > MAX_DURATION_US {
+        return Err(format!(
+            "node {}: duration_micros {}: at most one hour",
+            node.id, node.duration_micros
+        ));
+    }
     let peer = |n: &Node, key: &str| -> Result<u32, String> {
         u32::try_from(need(n, key)?).map_err(|_| format!("node {}: bad {key}", n.id))
     };
@@ -253,6 +271,24 @@ pub fn read_folder(dir: &Path) -> Result<Vec<Vec<EtNode>>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_and_durations_beyond_the_scenario_bounds_are_refused() {
+        let big = Node {
+            id: 7,
+            r#type: COMM_COLL_NODE,
+            attr: vec![attr("comm_type", 0), attr("comm_size", i64::MAX)],
+            ..Default::default()
+        };
+        assert!(to_et_node(&big).unwrap_err().contains("at most 512 GiB"));
+        let long = Node {
+            id: 8,
+            r#type: COMP_NODE,
+            duration_micros: u64::MAX,
+            ..Default::default()
+        };
+        assert!(to_et_node(&long).unwrap_err().contains("at most one hour"));
+    }
 
     #[test]
     fn nodes_round_trip_through_the_wire_format() {
