@@ -75,6 +75,11 @@ pub struct Scenario {
     pub traffic: Vec<Traffic>,
 }
 
+/// `text` as a TOML string, quoted and escaped (a name or path may hold any character).
+fn quoted(text: &str) -> String {
+    toml::Value::String(text.to_string()).to_string()
+}
+
 /// The scenario `fabricsim run` uses when given no file (examples/default.toml).
 const DEFAULT_SCENARIO: &str = include_str!("../../../../examples/default.toml");
 
@@ -182,7 +187,7 @@ impl Scenario {
     /// scenario.
     pub fn effective_toml(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, "name = \"{}\"\nseed = {}", self.name, self.seed);
+        let _ = writeln!(s, "name = {}\nseed = {}", quoted(&self.name), self.seed);
         if let Some(t) = self.stop_at {
             let _ = writeln!(s, "stop_at = \"{t}\"");
         }

@@ -296,7 +296,8 @@ pub(super) fn write_toml(sc: &Scenario, s: &mut String) {
         ),
         TopologySpec::File { path, graph } => writeln!(
             s,
-            "\n[topology]\nkind = \"file\"\npath = \"{path}\"\n# {} nodes: {} hosts, {} switches, {} links",
+            "\n[topology]\nkind = \"file\"\npath = {}\n# {} nodes: {} hosts, {} switches, {} links",
+            super::quoted(path),
             graph.nodes,
             graph.host_count(),
             graph.switches.len(),

@@ -158,8 +158,8 @@ pub(super) fn write_toml(t: &Traffic, s: &mut String) -> std::fmt::Result {
     match t {
         Traffic::Chakra(job) => writeln!(
             s,
-            "\n[[traffic]]\nkind = \"chakra\"\npath = \"{}\"\nranks = {:?}\nalgorithm = \"{}\"\nchannels = {}\nchunk = \"{}\"\nstart = \"{}\"\nsl = {}\n# {} traces, {} nodes",
-            job.source,
+            "\n[[traffic]]\nkind = \"chakra\"\npath = {}\nranks = {:?}\nalgorithm = \"{}\"\nchannels = {}\nchunk = \"{}\"\nstart = \"{}\"\nsl = {}\n# {} traces, {} nodes",
+            crate::scenario::quoted(&job.source),
             ids(&job.ranks),
             job.algorithm.name(),
             job.channels,
@@ -171,7 +171,8 @@ pub(super) fn write_toml(t: &Traffic, s: &mut String) -> std::fmt::Result {
         ),
         Traffic::Listed { source, messages } => writeln!(
             s,
-            "\n[[traffic]]\nkind = \"flow-file\"\npath = \"{source}\"\n# {} flows",
+            "\n[[traffic]]\nkind = \"flow-file\"\npath = {}\n# {} flows",
+            crate::scenario::quoted(source),
             messages.len()
         ),
         _ => Ok(()),
