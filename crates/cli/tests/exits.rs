@@ -101,22 +101,33 @@ fn the_simulated_time_covers_every_completion() {
 
 #[test]
 fn a_run_that_cannot_fit_in_memory_is_refused_up_front() {
-    // 524,288 GPUs: the route tables alone would take about 2 TB.
-    let d = std::env::temp_dir().join(format!("fabricsim-fit-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    let f = d.join("huge.toml");
-    std::fs::write(
-        &f,
-        "[topology]\nkind = \"rail-optimized\"\nnodes = 8192\ngpus_per_node = 64\nspines = 64\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 70\nsize = 5\n",
-    )
-    .unwrap();
-    let out = run(&["run", path(&f)]);
+    // With a budget of 1 MiB (FABRICSIM_MEMORY, as a batch job's limit would set it), the
+    // incast example does not fit: refused before it starts, unless forced.
+    let f = example("incast-8to1.toml");
+    let out = bin()
+        .args(["run", path(&f)])
+        .env("FABRICSIM_MEMORY", "1MiB")
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
         err.contains("MB are available") && err.contains("--force"),
         "{err}"
     );
+    let forced = bin()
+        .args(["run", path(&f), "--force"])
+        .env("FABRICSIM_MEMORY", "1MiB")
+        .output()
+        .unwrap();
+    assert_eq!(forced.status.code(), Some(0));
+    let bad = bin()
+        .args(["run", path(&f)])
+        .env("FABRICSIM_MEMORY", "lots")
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("FABRICSIM_MEMORY = \"lots\""));
     // `check` states the estimate.
     let check = run(&["check", path(&f)]);
     let text = String::from_utf8_lossy(&check.stdout);
