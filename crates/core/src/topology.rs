@@ -428,8 +428,13 @@ pub struct Routes {
     attached: Vec<NodeId>,
     down_port: Vec<PortId>,
     groups: usize,
-    /// Per (switch rank, destination group): the candidates and the static-choice stride.
+    /// Per (switch rank, destination group): the candidates and which d-mod-k rule picks
+    /// among them.
     routes: Vec<Route>,
+    /// Per (rule, host): the d-mod-k choice `(d / stride) % len` of each distinct (len,
+    /// stride) rule, precomputed so that routing a packet divides nothing.
+    choices: Vec<u16>,
+    hosts: usize,
     /// Candidate lists; a switch's destinations with the same list share one copy.
     pool: Vec<PortId>,
 }
@@ -437,12 +442,12 @@ pub struct Routes {
 const NO_SWITCH: u32 = u32::MAX;
 
 /// One (switch, destination group) entry: `pool[start..start + len]`; the static choice
-/// for host `d` is `start + (d / stride) % len`.
+/// for host `d` is `start + choices[rule x hosts + d]`.
 #[derive(Clone, Copy, Debug, Default)]
 struct Route {
     start: u32,
     len: u32,
-    stride: u32,
+    rule: u32,
 }
 
 impl Routes {
@@ -487,6 +492,7 @@ impl Routes {
         let mut routes = vec![Route::default(); switches.len() * groups];
         let mut pool = Vec::new();
         let mut shared: BTreeMap<Vec<PortId>, u32> = BTreeMap::new();
+        let mut rules: BTreeMap<(usize, usize), u32> = BTreeMap::new();
         for (g, &leader) in leaders.iter().enumerate() {
             let dist = topo.distances_from(leader);
             if let Some(h) =
@@ -515,11 +521,19 @@ impl Routes {
                     (pool.len() - len) as u32
                 });
                 let stride = len.checked_pow(tier as u32).unwrap_or(usize::MAX).max(1);
+                let next = rules.len() as u32;
+                let rule = *rules.entry((len, stride)).or_insert(next);
                 routes[rank * groups + g] = Route {
                     start,
                     len: len as u32,
-                    stride: u32::try_from(stride).unwrap_or(u32::MAX),
+                    rule,
                 };
+            }
+        }
+        let mut choices = vec![0u16; rules.len() * hosts];
+        for (&(len, stride), &rule) in &rules {
+            for d in 0..hosts {
+                choices[rule as usize * hosts + d] = ((d / stride) % len) as u16;
             }
         }
         Ok(Routes {
@@ -529,11 +543,14 @@ impl Routes {
             down_port,
             groups,
             routes,
+            choices,
+            hosts,
             pool,
         })
     }
 
     /// The entry of `switch` toward `dst`, or `None` on `dst`'s own switch.
+    #[inline(always)]
     fn route(&self, switch: NodeId, dst: HostId) -> Option<Route> {
         if self.attached[dst.index()] == switch {
             return None;
@@ -543,6 +560,7 @@ impl Routes {
     }
 
     /// Ports of `switch` on a shortest path to host `dst`.
+    #[inline(always)]
     pub fn candidates(&self, switch: NodeId, dst: HostId) -> &[PortId] {
         match self.route(switch, dst) {
             Some(r) => &self.pool[r.start as usize..(r.start + r.len) as usize],
@@ -551,9 +569,13 @@ impl Routes {
     }
 
     /// The static (d-mod-k) choice of `switch` toward host `dst`.
+    #[inline(always)]
     pub fn static_port(&self, switch: NodeId, dst: HostId) -> PortId {
         match self.route(switch, dst) {
-            Some(r) => self.pool[(r.start + (dst.0 / r.stride) % r.len) as usize],
+            Some(r) => {
+                let choice = self.choices[r.rule as usize * self.hosts + dst.index()];
+                self.pool[r.start as usize + choice as usize]
+            }
             None => self.down_port[dst.index()],
         }
     }
