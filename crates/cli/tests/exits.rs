@@ -64,6 +64,20 @@ fn nothing_to_run_is_bad_input() {
             assert!(err.contains("no [[traffic]]"), "{err}");
         }
     }
+    // Entries that make no message: an empty flow file.
+    std::fs::write(d.join("none.flows"), "0\n").unwrap();
+    let f = d.join("empty-flows.toml");
+    std::fs::write(
+        &f,
+        "[[traffic]]\nkind = \"flow-file\"\npath = \"none.flows\"\n",
+    )
+    .unwrap();
+    for cmd in ["run", "compare"] {
+        let out = run(&[cmd, path(&f)]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{cmd}: {err}");
+        assert!(err.contains("make no message"), "{err}");
+    }
 }
 
 #[test]
