@@ -3,6 +3,7 @@
 
 use fabricsim_experiment::scenario::Scenario;
 use fabricsim_fabric::infiniband::Simulation;
+use fabricsim_fabric::report::RunReport;
 use fabricsim_fabric::workload::{build, Workload};
 pub use fabricsim_fabric::EventDriven;
 
@@ -31,6 +32,19 @@ pub fn delivered_between(sim: &mut Simulation, flows: usize, t1_ps: u64, t2_ps: 
     let a: Vec<u64> = (0..flows).map(|f| sim.flow_delivered(f)).collect();
     sim.run_until(Time(t2_ps));
     (0..flows).map(|f| sim.flow_delivered(f) - a[f]).collect()
+}
+
+/// One 64 MiB flow from host 0 to `dst` on `fabric` at 400 Gb/s with 4 KiB packets, over
+/// `topology` (a `[topology]` table); its report, once every byte has arrived.
+pub fn one_64mib_flow(fabric: &str, topology: &str, dst: u32) -> RunReport {
+    let s = scenario(&format!(
+        "[fabric]\nkind = \"{fabric}\"\nlink_rate = \"400Gbps\"\nmtu = 4096\n{topology}\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = {dst}\nsize = \"64MiB\"\n"
+    ));
+    let r = fabricsim_experiment::runner::run(&s, None, false)
+        .unwrap()
+        .report;
+    assert_eq!(r.flows[0].delivered_bytes, 64 << 20);
+    r
 }
 
 /// Asserts a measured goodput (Gb/s) within 0.5 % of the analytic `expected`.

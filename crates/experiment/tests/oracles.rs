@@ -4,25 +4,14 @@
 mod common;
 use common::*;
 use fabricsim_experiment::results::goodput_gbps;
-use fabricsim_experiment::runner;
 
 const RATE_GBPS: f64 = 400.0;
 
-fn one_flow(topology: &str, dst: u32) -> (f64, f64) {
-    let s = scenario(&format!(
-        "[fabric]\nlink_rate = \"400Gbps\"\nmtu = 4096\n{topology}\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = {dst}\nsize = \"64MiB\"\n"
-    ));
-    let out = runner::run(&s, None, false).unwrap();
-    assert_eq!(out.report.flows[0].delivered_bytes, 64 << 20);
-    assert_eq!(out.report.buffer_overflows, 0);
-    let expected = RATE_GBPS * ib_efficiency(4096.0);
-    (goodput_gbps(&out.report), expected)
-}
-
 /// goodput = link rate x payload / (payload + 26 B of LRH, BTH, ICRC and VCRC), within 0.5 %.
 fn assert_line_rate_goodput(topology: &str, dst: u32) {
-    let (got, expected) = one_flow(topology, dst);
-    assert_goodput(got, expected);
+    let r = one_64mib_flow("infiniband", topology, dst);
+    assert_eq!(r.buffer_overflows, 0);
+    assert_goodput(goodput_gbps(&r), RATE_GBPS * ib_efficiency(4096.0));
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! RoCEv2 oracles: goodput, PFC headroom, lossy recovery, DCQCN, ECMP and determinism.
 
 mod common;
-use common::{assert_goodput, roce_sim, run_conserving, scenario, EventDriven};
+use common::{assert_goodput, one_64mib_flow, roce_sim, run_conserving, scenario, EventDriven};
 use fabricsim_core::units::Time;
 use fabricsim_experiment::results::goodput_gbps;
 use fabricsim_experiment::runner;
@@ -13,16 +13,11 @@ fn roce_efficiency(mtu: f64) -> f64 {
     mtu / (mtu + 82.0)
 }
 
+/// goodput = link rate x payload / (payload + 82 B), within 0.5 %, with nothing lost.
 fn assert_line_rate_goodput(topology: &str, dst: u32) {
-    let s = scenario(&format!(
-        "[fabric]\nkind = \"rocev2\"\nlink_rate = \"400Gbps\"\nmtu = 4096\n{topology}\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = {dst}\nsize = \"64MiB\"\n"
-    ));
-    let out = runner::run(&s, None, false).unwrap();
-    let r = &out.report;
-    assert_eq!(r.flows[0].delivered_bytes, 64 << 20);
+    let r = one_64mib_flow("rocev2", topology, dst);
     assert_eq!((r.drops, r.retransmitted_packets), (0, 0));
-    // goodput = link rate x payload / (payload + 82 B), within 0.5 %.
-    assert_goodput(goodput_gbps(r), 400.0 * roce_efficiency(4096.0));
+    assert_goodput(goodput_gbps(&r), 400.0 * roce_efficiency(4096.0));
 }
 
 #[test]
