@@ -4,10 +4,11 @@
 //! (as after SIGPIPE), quietly, when standard output is closed early.
 
 use clap::{Parser, Subcommand, ValueEnum};
+use fabricsim_experiment::catalog::Catalog;
 use fabricsim_experiment::formats::pcap::LinkType;
 use fabricsim_experiment::runner::{self, PcapRequest, RunRequest};
 use fabricsim_experiment::scenario::Scenario;
-use fabricsim_experiment::{bench, collective_sweep, compare, estimate, heap, results};
+use fabricsim_experiment::{bench, collective_sweep, compare, estimate, heap, report, results};
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -80,10 +81,18 @@ enum Command {
     /// Run the scenario's topology and traffic on InfiniBand and on RoCEv2 (each with the
     /// file's settings for it, defaults elsewhere) and print the figures side by side.
     Compare {
-        file: PathBuf,
-        /// Print both JSON summaries as {"infiniband": ..., "rocev2": ...}.
+        /// The scenario; without it, the built-in default cluster
+        /// (examples/cluster-default.toml).
+        file: Option<PathBuf>,
+        /// Print {"infiniband": R, "rocev2": R, "recommendation": D} (SCENARIO.md v2).
         #[arg(long)]
         json: bool,
+        /// Write report.html, summary.md and summary.json into this folder.
+        #[arg(long)]
+        report: Option<PathBuf>,
+        /// A cost catalog overriding the built-in one, entry by entry and key by key.
+        #[arg(long)]
+        catalog: Option<PathBuf>,
         /// Override the scenario's seed.
         #[arg(long)]
         seed: Option<u64>,
@@ -181,6 +190,31 @@ fn load(file: Option<PathBuf>, seed: Option<u64>) -> Result<Scenario, String> {
     Ok(scenario)
 }
 
+/// The scenario in `file` (the built-in default cluster when `None`), priced with the
+/// built-in catalog as the file `catalog` overrides it; `seed` overrides its seed.
+fn load_with(
+    file: Option<PathBuf>,
+    catalog: Option<PathBuf>,
+    seed: Option<u64>,
+) -> Result<Scenario, String> {
+    let mut base = Catalog::builtin();
+    if let Some(path) = catalog {
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("--catalog {}: {e}", path.display()))?;
+        base.merge_text(&text, &path.display().to_string())
+            .map_err(|e| format!("--catalog {e}"))?;
+    }
+    let mut scenario = match file {
+        Some(f) => Scenario::load_with(&f, &base),
+        None => Scenario::builtin_cluster(&base),
+    }
+    .map_err(|e| e.to_string())?;
+    if let Some(s) = seed {
+        scenario.seed = s;
+    }
+    Ok(scenario)
+}
+
 /// Refuses a run estimated not to fit in memory, unless forced.
 fn fits(scenario: &Scenario, force: bool) -> Result<(), String> {
     if force {
@@ -241,6 +275,7 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
                     flows: pcap_flows,
                     link: pcap_link.map(LinkType::from),
                 }),
+                rates: false,
             };
             let (summary, outcome) = runner::execute(&scenario, &request)?;
             for note in [summary.deadlock_note(), summary.pfc_cycles_note()]
@@ -293,20 +328,23 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
         Command::Compare {
             file,
             json: as_json,
+            report,
+            catalog,
             seed,
             force,
         } => {
-            let scenario = load(Some(file), seed)?;
+            let scenario = load_with(file, catalog, seed)?;
             fits(&scenario, force)?;
-            let [ib, roce] = compare::run_both(&scenario)?;
-            if as_json {
-                out(&json(
-                    &serde_json::json!({ "infiniband": ib, "rocev2": roce }),
-                ))?;
-            } else {
-                out(&compare::table(&ib, &roce))?;
+            let c = compare::run_both(&scenario, report.is_some())?;
+            if let Some(dir) = &report {
+                report::write(dir, &c).map_err(|e| format!("--report {}: {e}", dir.display()))?;
             }
-            Ok(completion(&[&ib, &roce]))
+            if as_json {
+                out(&c.to_json())?;
+            } else {
+                out(&compare::table(&c))?;
+            }
+            Ok(completion(&c.summaries()))
         }
     }
 }

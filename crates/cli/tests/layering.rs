@@ -133,6 +133,7 @@ fn core_modules_depend_only_on_lower_layers() {
             ("engine", 3),
             ("pool", 3),
             ("topology", 3),
+            ("clos", 4),
         ],
     );
 }

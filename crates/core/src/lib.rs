@@ -12,6 +12,7 @@
 //!
 //! Nothing in this crate does I/O or reads a clock.
 
+pub mod clos;
 pub mod engine;
 pub mod pool;
 pub mod proto;

@@ -72,7 +72,8 @@ impl Default for Nvlink {
 }
 
 impl Topology {
-    fn new() -> Self {
+    /// A topology with no node yet, for the builders.
+    pub(crate) fn empty() -> Self {
         Topology {
             nodes: Vec::new(),
             node_ports: Vec::new(),
@@ -83,7 +84,7 @@ impl Topology {
         }
     }
 
-    fn add_host(&mut self) -> NodeId {
+    pub(crate) fn add_host(&mut self) -> NodeId {
         let id = NodeId(self.nodes.len() as u32);
         self.nodes
             .push(NodeKind::Host(HostId(self.hosts.len() as u32)));
@@ -92,7 +93,7 @@ impl Topology {
         id
     }
 
-    fn add_switch(&mut self, tier: u8) -> NodeId {
+    pub(crate) fn add_switch(&mut self, tier: u8) -> NodeId {
         let id = NodeId(self.nodes.len() as u32);
         self.nodes.push(NodeKind::Switch { tier });
         self.node_ports.push(Vec::new());
@@ -124,7 +125,7 @@ impl Topology {
                 "hosts = {hosts}: a single-switch topology needs at least 2 hosts"
             ));
         }
-        let mut t = Topology::new();
+        let mut t = Topology::empty();
         let hs: Vec<NodeId> = (0..hosts).map(|_| t.add_host()).collect();
         let sw = t.add_switch(0);
         for h in hs {
@@ -154,7 +155,7 @@ impl Topology {
                 "hosts = {hosts}: need at least 2 hosts and one per leaf ({leaves} leaves)"
             ));
         }
-        let mut t = Topology::new();
+        let mut t = Topology::empty();
         let hs: Vec<NodeId> = (0..hosts).map(|_| t.add_host()).collect();
         let ls: Vec<NodeId> = (0..leaves).map(|_| t.add_switch(0)).collect();
         let ss: Vec<NodeId> = (0..spines).map(|_| t.add_switch(1)).collect();
@@ -184,7 +185,7 @@ impl Topology {
             ));
         }
         let half = k / 2;
-        let mut t = Topology::new();
+        let mut t = Topology::empty();
         let hs: Vec<NodeId> = (0..k * half * half).map(|_| t.add_host()).collect();
         let edges: Vec<NodeId> = (0..k * half).map(|_| t.add_switch(0)).collect();
         let aggs: Vec<NodeId> = (0..k * half).map(|_| t.add_switch(1)).collect();
@@ -281,7 +282,7 @@ impl Topology {
         if is_switch.iter().filter(|s| !**s).count() < 2 {
             return Err("the topology needs at least 2 hosts".into());
         }
-        let mut t = Topology::new();
+        let mut t = Topology::empty();
         for n in 0..nodes as usize {
             if is_switch[n] {
                 t.add_switch(u8::from(!near_host[n]));
@@ -311,7 +312,7 @@ impl Topology {
                 "nodes = {servers}, gpus_per_node = {gpus}, spines = {spines}: need at least 2 nodes, 1 GPU and 1 spine"
             ));
         }
-        let mut t = Topology::new();
+        let mut t = Topology::empty();
         let hs: Vec<NodeId> = (0..servers * gpus).map(|_| t.add_host()).collect();
         let rails: Vec<NodeId> = (0..gpus).map(|_| t.add_switch(0)).collect();
         let ss: Vec<NodeId> = (0..spines).map(|_| t.add_switch(1)).collect();

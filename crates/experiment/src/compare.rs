@@ -1,14 +1,73 @@
-//! `fabricsim compare`: one scenario's topology and traffic on both fabrics, side by side.
+//! `fabricsim compare`: one scenario on both fabrics (each on its own design when the
+//! scenario has a `[cluster]`), priced, with the recommendation; the side-by-side table
+//! and the JSON object of SCENARIO.md v2.
 
-use crate::results::{self, Summary};
-use crate::runner;
+use crate::decision::{self, Design, NetworkCost, Recommendation};
+use crate::results::Summary;
+use crate::runner::{self, Outcome, RunRequest};
 use crate::scenario::{FabricKind, Scenario};
+use serde::Serialize;
 use std::fmt::Write as _;
 
-/// Runs `scenario` on InfiniBand and on RoCEv2; returns the two summaries in that order.
-pub fn run_both(scenario: &Scenario) -> Result<[Summary; 2], String> {
+/// One fabric's run, its network's design and its cost.
+pub struct FabricRun {
+    pub scenario: Scenario,
+    pub summary: Summary,
+    pub outcome: Outcome,
+    pub design: Design,
+    pub cost: NetworkCost,
+}
+
+/// Both fabrics and the decision between them.
+pub struct Comparison {
+    /// InfiniBand, then RoCEv2.
+    pub runs: [FabricRun; 2],
+    pub recommendation: Recommendation,
+}
+
+/// R of SCENARIO.md v2: the run summary plus the design and the cost.
+#[derive(Serialize)]
+struct FabricJson<'a> {
+    #[serde(flatten)]
+    summary: &'a Summary,
+    design: &'a Design,
+    cost: &'a NetworkCost,
+}
+
+/// `{"infiniband": R, "rocev2": R, "recommendation": D}`.
+#[derive(Serialize)]
+struct ComparisonJson<'a> {
+    infiniband: FabricJson<'a>,
+    rocev2: FabricJson<'a>,
+    recommendation: &'a Recommendation,
+}
+
+impl Comparison {
+    /// The JSON object `compare --json` prints and the report's summary.json holds.
+    pub fn to_json(&self) -> String {
+        let r = |i: usize| FabricJson {
+            summary: &self.runs[i].summary,
+            design: &self.runs[i].design,
+            cost: &self.runs[i].cost,
+        };
+        let v = ComparisonJson {
+            infiniband: r(0),
+            rocev2: r(1),
+            recommendation: &self.recommendation,
+        };
+        serde_json::to_string_pretty(&v).expect("results serialise") + "\n"
+    }
+
+    pub fn summaries(&self) -> [&Summary; 2] {
+        [&self.runs[0].summary, &self.runs[1].summary]
+    }
+}
+
+/// Runs `scenario` on InfiniBand and on RoCEv2 (training jobs with their +1 us
+/// sensitivity run; RoCEv2 rates recorded if `rates`), prices both and decides.
+pub fn run_both(scenario: &Scenario, rates: bool) -> Result<Comparison, String> {
     runner::require_traffic(scenario)?;
-    let once = |kind: FabricKind| -> Result<Summary, String> {
+    let once = |kind: FabricKind| -> Result<FabricRun, String> {
         let s = Scenario {
             fabric: kind,
             ..scenario.clone()
@@ -19,104 +78,304 @@ pub fn run_both(scenario: &Scenario) -> Result<[Summary; 2], String> {
                 s.roce.mtu
             ));
         }
-        let outcome = runner::run(&s, None, true)?;
-        Ok(results::summary(&s, &outcome))
+        let request = RunRequest {
+            rates,
+            ..RunRequest::default()
+        };
+        let (summary, outcome) = runner::execute(&s, &request)?;
+        let topo = s.build_topology()?;
+        let (design, cost) = decision::price(&s, kind, &topo, &summary);
+        Ok(FabricRun {
+            scenario: s,
+            summary,
+            outcome,
+            design,
+            cost,
+        })
     };
-    Ok([once(FabricKind::Infiniband)?, once(FabricKind::Rocev2)?])
+    let runs = [once(FabricKind::Infiniband)?, once(FabricKind::Rocev2)?];
+    let recommendation = decision::recommend(
+        scenario,
+        [&runs[0].summary, &runs[1].summary],
+        [&runs[0].cost, &runs[1].cost],
+    );
+    Ok(Comparison {
+        runs,
+        recommendation,
+    })
 }
 
-/// The side-by-side table: one row per figure, with RoCEv2 relative to InfiniBand where
-/// a ratio means something.
-pub fn table(ib: &Summary, roce: &Summary) -> String {
-    let rows: Vec<(&str, f64, f64, bool)> = vec![
+/// A row of the table: its name, both fabrics' figures, and whether RoCEv2 / InfiniBand
+/// means something.
+pub type Row = (String, f64, f64, bool);
+
+/// The network rows: design and cost.
+fn network_rows(c: &Comparison) -> Vec<Row> {
+    let [a, b] = [&c.runs[0], &c.runs[1]];
+    let mut rows: Vec<Row> = vec![
         (
-            "flows completed",
-            ib.flows.completed as f64,
-            roce.flows.completed as f64,
+            "tiers".into(),
+            a.design.tiers as f64,
+            b.design.tiers as f64,
             false,
         ),
         (
-            "simulated time (us)",
-            us(ib.sim_time_ns),
-            us(roce.sim_time_ns),
+            "switches".into(),
+            a.design.switches as f64,
+            b.design.switches as f64,
             true,
         ),
-        ("goodput (Gb/s)", ib.goodput_gbps, roce.goodput_gbps, true),
-        ("FCT p50 (us)", us(ib.fct_ns.p50), us(roce.fct_ns.p50), true),
-        ("FCT p99 (us)", us(ib.fct_ns.p99), us(roce.fct_ns.p99), true),
-        ("FCT max (us)", us(ib.fct_ns.max), us(roce.fct_ns.max), true),
         (
-            "peak queue (KiB)",
-            kib(ib.peak_queue_bytes),
-            kib(roce.peak_queue_bytes),
+            "links".into(),
+            a.design.links as f64,
+            b.design.links as f64,
+            false,
+        ),
+        (
+            "network capex (USD)".into(),
+            a.cost.capex_usd.round(),
+            b.cost.capex_usd.round(),
             true,
         ),
-        ("drops", ib.drops as f64, roce.drops as f64, false),
         (
-            "retransmitted packets",
-            ib.retransmitted_packets as f64,
-            roce.retransmitted_packets as f64,
-            false,
+            "network power (kW, PUE)".into(),
+            a.cost.power_kw,
+            b.cost.power_kw,
+            true,
         ),
         (
-            "credit stall (us)",
-            us(ib.credit_stall_ns),
-            us(roce.credit_stall_ns),
-            false,
+            "network opex (USD/year)".into(),
+            a.cost.opex_usd_per_year.round(),
+            b.cost.opex_usd_per_year.round(),
+            true,
         ),
         (
-            "PFC pause frames",
-            ib.pfc_pause_frames as f64,
-            roce.pfc_pause_frames as f64,
-            false,
+            "network lifetime (USD)".into(),
+            a.cost.lifetime_usd.round(),
+            b.cost.lifetime_usd.round(),
+            true,
         ),
-        (
-            "PFC paused (us)",
-            us(ib.pfc_paused_ns),
-            us(roce.pfc_paused_ns),
-            false,
-        ),
-        (
-            "FECN / ECN marked",
-            ib.ecn_marked as f64,
-            roce.ecn_marked as f64,
-            false,
-        ),
-        ("BECN / CNP", ib.cnps as f64, roce.cnps as f64, false),
-        ("events", ib.events as f64, roce.events as f64, false),
-        ("wall time (s)", ib.wall_seconds, roce.wall_seconds, false),
     ];
+    if let (Some(x), Some(y)) = (a.cost.job_hours, b.cost.job_hours) {
+        rows.push(("job time (h)".into(), x, y, true));
+    }
+    if let (Some(x), Some(y)) = (a.cost.job_cost_usd, b.cost.job_cost_usd) {
+        rows.push(("job cost (USD)".into(), x, y, true));
+    }
+    rows
+}
+
+/// The workload rows: collectives, training jobs and data paths.
+fn workload_rows(c: &Comparison) -> Vec<Row> {
+    let [a, b] = c.summaries();
+    let mut rows: Vec<Row> = Vec::new();
+    let or0 = |x: Option<f64>| x.unwrap_or(f64::NAN);
+    for (i, (x, y)) in a.collectives.iter().zip(&b.collectives).enumerate() {
+        let name = format!("#{i} {} {} {}B", x.op, x.algorithm, x.size);
+        rows.push((
+            format!("{name} time (us)"),
+            or0(x.time_ns) / 1e3,
+            or0(y.time_ns) / 1e3,
+            true,
+        ));
+        rows.push((
+            format!("{name} algbw (GB/s)"),
+            or0(x.algbw_gbps),
+            or0(y.algbw_gbps),
+            true,
+        ));
+        rows.push((
+            format!("{name} busbw (GB/s)"),
+            or0(x.busbw_gbps),
+            or0(y.busbw_gbps),
+            true,
+        ));
+    }
+    for (i, (x, y)) in a.training.iter().zip(&b.training).enumerate() {
+        let n = format!("training #{i}");
+        rows.push((
+            format!("{n} iteration (ms)"),
+            or0(x.iteration_time_ns) / 1e6,
+            or0(y.iteration_time_ns) / 1e6,
+            true,
+        ));
+        rows.push((
+            format!("{n} compute (ms)"),
+            x.compute_ns / 1e6,
+            y.compute_ns / 1e6,
+            false,
+        ));
+        rows.push((
+            format!("{n} exposed comm (ms)"),
+            or0(x.exposed_communication_ns) / 1e6,
+            or0(y.exposed_communication_ns) / 1e6,
+            true,
+        ));
+        rows.push((
+            format!("{n} job (h)"),
+            or0(x.projected_job_seconds) / 3600.0,
+            or0(y.projected_job_seconds) / 3600.0,
+            true,
+        ));
+        rows.push((
+            format!("{n} +1us/exchange (s)"),
+            or0(x.extra_job_seconds_per_us_per_exchange),
+            or0(y.extra_job_seconds_per_us_per_exchange),
+            false,
+        ));
+    }
+    if let (Some(x), Some(y)) = (&a.data_path, &b.data_path) {
+        rows.push((
+            "data path latency (us)".into(),
+            x.mean_latency_ns / 1e3,
+            y.mean_latency_ns / 1e3,
+            true,
+        ));
+    }
+    rows
+}
+
+/// The flow rows of every run.
+fn flow_rows(c: &Comparison) -> Vec<Row> {
+    let [a, b] = c.summaries();
+    let us = |ns: u64| ns as f64 / 1e3;
+    vec![
+        (
+            "flows completed".into(),
+            a.flows.completed as f64,
+            b.flows.completed as f64,
+            false,
+        ),
+        (
+            "simulated time (us)".into(),
+            us(a.sim_time_ns),
+            us(b.sim_time_ns),
+            true,
+        ),
+        (
+            "goodput (Gb/s)".into(),
+            a.goodput_gbps,
+            b.goodput_gbps,
+            true,
+        ),
+        (
+            "FCT p50 (us)".into(),
+            us(a.fct_ns.p50),
+            us(b.fct_ns.p50),
+            true,
+        ),
+        (
+            "FCT p99 (us)".into(),
+            us(a.fct_ns.p99),
+            us(b.fct_ns.p99),
+            true,
+        ),
+        (
+            "FCT max (us)".into(),
+            us(a.fct_ns.max),
+            us(b.fct_ns.max),
+            true,
+        ),
+        (
+            "peak queue (KiB)".into(),
+            a.peak_queue_bytes as f64 / 1024.0,
+            b.peak_queue_bytes as f64 / 1024.0,
+            true,
+        ),
+        ("drops".into(), a.drops as f64, b.drops as f64, false),
+        (
+            "retransmitted packets".into(),
+            a.retransmitted_packets as f64,
+            b.retransmitted_packets as f64,
+            false,
+        ),
+        (
+            "credit stall (us)".into(),
+            us(a.credit_stall_ns),
+            us(b.credit_stall_ns),
+            false,
+        ),
+        (
+            "PFC pause frames".into(),
+            a.pfc_pause_frames as f64,
+            b.pfc_pause_frames as f64,
+            false,
+        ),
+        (
+            "PFC paused (us)".into(),
+            us(a.pfc_paused_ns),
+            us(b.pfc_paused_ns),
+            false,
+        ),
+        (
+            "FECN / ECN marked".into(),
+            a.ecn_marked as f64,
+            b.ecn_marked as f64,
+            false,
+        ),
+        ("BECN / CNP".into(), a.cnps as f64, b.cnps as f64, false),
+        ("events".into(), a.events as f64, b.events as f64, false),
+        (
+            "wall time (s)".into(),
+            a.wall_seconds,
+            b.wall_seconds,
+            false,
+        ),
+    ]
+}
+
+/// Every row of the side-by-side table: network, workload, flows.
+pub fn rows(c: &Comparison) -> Vec<Row> {
+    let mut rows = network_rows(c);
+    rows.extend(workload_rows(c));
+    rows.extend(flow_rows(c));
+    rows
+}
+
+/// The recommendation, then the side-by-side table.
+pub fn table(c: &Comparison) -> String {
+    let r = &c.recommendation;
     let mut s = format!(
-        "{}: InfiniBand vs RoCEv2\n{:<24}{:>16}{:>16}{:>12}\n",
-        ib.scenario, "", "infiniband", "rocev2", "rocev2/ib"
+        "{}: InfiniBand vs RoCEv2\nrecommendation: {}\n",
+        c.runs[0].summary.scenario, r.fabric
     );
-    for (name, a, b, ratio) in rows {
-        let r = if ratio && a > 0.0 {
+    for line in &r.reasons {
+        let _ = writeln!(s, "  - {line}");
+    }
+    s.push_str("where it would flip:\n");
+    for line in &r.flip {
+        let _ = writeln!(s, "  - {line}");
+    }
+    let _ = writeln!(
+        s,
+        "\n{:<36}{:>16}{:>16}{:>12}",
+        "", "infiniband", "rocev2", "rocev2/ib"
+    );
+    for (name, a, b, ratio) in rows(c) {
+        let r = if ratio && a > 0.0 && b.is_finite() {
             format!("{:.3}", b / a)
         } else {
             String::new()
         };
-        let _ = writeln!(s, "{name:<24}{:>16}{:>16}{r:>12}", num(a), num(b));
+        let _ = writeln!(s, "{name:<36}{:>16}{:>16}{r:>12}", num(a), num(b));
     }
-    for (fabric, sum) in [("infiniband", ib), ("rocev2", roce)] {
-        if let Some(d) = &sum.deadlock {
-            let _ = writeln!(s, "{fabric}: deadlock detected at {} ns", d.detected_at_ns);
+    for run in &c.runs {
+        if let Some(d) = &run.summary.deadlock {
+            let _ = writeln!(
+                s,
+                "{}: deadlock detected at {} ns",
+                run.summary.fabric, d.detected_at_ns
+            );
         }
     }
     s
 }
 
-fn us(ns: u64) -> f64 {
-    ns as f64 / 1e3
-}
-
-fn kib(bytes: u64) -> f64 {
-    bytes as f64 / 1024.0
-}
-
-/// Integers without decimals, other figures with three.
-fn num(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
+/// Integers without decimals, other figures with three; a missing figure as "-".
+pub fn num(v: f64) -> String {
+    if !v.is_finite() {
+        "-".into()
+    } else if v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{v:.0}")
     } else {
         format!("{v:.3}")

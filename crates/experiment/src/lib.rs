@@ -14,12 +14,15 @@
 //! ```
 
 pub mod bench;
+pub mod catalog;
 pub mod collective_sweep;
 pub mod compare;
+pub mod decision;
 pub mod estimate;
 pub mod formats;
 pub mod heap;
 pub mod output;
+pub mod report;
 pub mod results;
 pub mod runner;
 pub mod scenario;

@@ -215,6 +215,8 @@ pub struct RunRequest {
     /// Write summary.json, flows.csv, ports.csv (and rates.csv) into this folder.
     pub out: Option<PathBuf>,
     pub pcap: Option<PcapRequest>,
+    /// Record RoCEv2 rates (always with `out`, which writes rates.csv).
+    pub rates: bool,
 }
 
 /// Runs `scenario` as `fabricsim run` does: checks the capture request against the
@@ -233,14 +235,15 @@ pub fn execute(scenario: &Scenario, request: &RunRequest) -> Result<(Summary, Ou
     });
     // rates.csv is written only into a results folder; other runs do not record rates.
     let recording;
-    let scenario = if request.out.is_some() && scenario.fabric == FabricKind::Rocev2 {
-        let mut s = scenario.clone();
-        s.roce.record_rates = true;
-        recording = s;
-        &recording
-    } else {
-        scenario
-    };
+    let scenario =
+        if (request.out.is_some() || request.rates) && scenario.fabric == FabricKind::Rocev2 {
+            let mut s = scenario.clone();
+            s.roce.record_rates = true;
+            recording = s;
+            &recording
+        } else {
+            scenario
+        };
     let outcome = run(scenario, filter, true)?;
     let mut summary = results::summary(scenario, &outcome);
     if !outcome.trainings.is_empty() {

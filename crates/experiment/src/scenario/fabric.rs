@@ -25,9 +25,9 @@ const PS_PER_METRE: u64 = 5_000;
 #[serde(deny_unknown_fields)]
 pub(super) struct FileFabric {
     kind: Option<Spanned<String>>,
-    link_rate: Field,
+    pub link_rate: Field,
     mtu: Field,
-    switch_latency: Field,
+    pub switch_latency: Field,
     link_delay: Field,
     cable_length: Field,
     #[serde(default)]

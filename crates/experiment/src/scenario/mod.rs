@@ -4,6 +4,8 @@
 //! One module per section of the file, each owning its keys: their parsing, checks,
 //! defaults and their part of the effective configuration `fabricsim check` prints.
 
+mod cluster;
+mod cost;
 mod fabric;
 mod host;
 mod infiniband;
@@ -13,8 +15,12 @@ mod rocev2;
 mod topology;
 mod traffic;
 
+pub use cluster::{describe as describe_design, ClusterDesigns, Hardware, Optics};
+pub use cost::CostSettings;
 pub use fabric::FabricKind;
 pub use topology::TopologySpec;
+
+use crate::catalog::{Catalog, ItemKind};
 
 use fabricsim_core::topology::{Nvlink, Topology};
 use fabricsim_core::units::{BitRate, Time};
@@ -48,11 +54,13 @@ struct FileRoot {
     stop_at: Field,
     #[serde(default)]
     fabric: fabric::FileFabric,
-    #[serde(default)]
-    topology: topology::FileTopology,
+    topology: Option<topology::FileTopology>,
     #[serde(default)]
     traffic: Vec<traffic::FileTraffic>,
     host: Option<host::FileHost>,
+    cluster: Option<cluster::FileCluster>,
+    cost: Option<cost::FileCost>,
+    catalog: Option<toml::Table>,
 }
 
 /// A validated scenario with every default filled in.
@@ -73,6 +81,11 @@ pub struct Scenario {
     /// The hosts' data paths; None: RDMA straight from memory, no host stages.
     pub host: Option<HostConfig>,
     pub traffic: Vec<Traffic>,
+    /// The hardware the network is built and costed with (`[cluster]`).
+    pub hardware: Hardware,
+    pub cost: CostSettings,
+    /// The catalog after the user's overrides.
+    pub catalog: Catalog,
 }
 
 /// `text` as a TOML string, quoted and escaped (a name or path may hold any character).
@@ -83,14 +96,28 @@ fn quoted(text: &str) -> String {
 /// The scenario `fabricsim run` uses when given no file (examples/default.toml).
 const DEFAULT_SCENARIO: &str = include_str!("../../../../examples/default.toml");
 
+/// The cluster `fabricsim compare` decides for when given no file
+/// (examples/cluster-default.toml).
+const DEFAULT_CLUSTER: &str = include_str!("../../../../examples/cluster-default.toml");
+
 impl Scenario {
     /// The built-in default scenario, named "default".
     pub fn builtin_default() -> Result<Scenario, ScenarioError> {
         Scenario::parse(DEFAULT_SCENARIO, "default")
     }
 
+    /// The built-in default cluster, named "cluster-default", priced with `catalog`.
+    pub fn builtin_cluster(catalog: &Catalog) -> Result<Scenario, ScenarioError> {
+        Scenario::parse_with(DEFAULT_CLUSTER, "cluster-default", Path::new("."), catalog)
+    }
+
     /// Reads and validates a scenario file; the name defaults to the file stem.
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        Scenario::load_with(path, &Catalog::builtin())
+    }
+
+    /// Reads and validates a scenario file, its `[catalog]` tables overriding `catalog`.
+    pub fn load_with(path: &Path, catalog: &Catalog) -> Result<Scenario, ScenarioError> {
         let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
             path: path.display().to_string(),
             source,
@@ -100,7 +127,7 @@ impl Scenario {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
         let base = path.parent().unwrap_or(Path::new("."));
-        Scenario::parse_in(&text, &stem, base).map_err(|e| match e {
+        Scenario::parse_with(&text, &stem, base, catalog).map_err(|e| match e {
             ScenarioError::Invalid(m) => ScenarioError::Invalid(format!("{}: {m}", path.display())),
             other => other,
         })
@@ -120,17 +147,64 @@ impl Scenario {
         default_name: &str,
         base: &Path,
     ) -> Result<Scenario, ScenarioError> {
+        Scenario::parse_with(text, default_name, base, &Catalog::builtin())
+    }
+
+    /// As [`Scenario::parse_in`], the scenario's `[catalog]` tables overriding `catalog`.
+    pub fn parse_with(
+        text: &str,
+        default_name: &str,
+        base: &Path,
+        catalog: &Catalog,
+    ) -> Result<Scenario, ScenarioError> {
         let root: FileRoot =
             toml::from_str(text).map_err(|e| invalid(e.to_string().trim_end().to_string()))?;
         let c = Ctx { text };
         let fabric::Fabric {
             kind,
-            link_rate,
+            mut link_rate,
             link_delay,
-            ib,
+            mut ib,
             mut roce,
         } = fabric::parse(&c, &root.fabric)?;
-        let topo = topology::parse(&c, &root.topology, link_rate, base)?;
+        let mut catalog = catalog.clone();
+        if let Some(t) = &root.catalog {
+            catalog.merge(t, "").map_err(invalid)?;
+        }
+        let cluster = cluster::parse(&c, root.cluster.as_ref(), &catalog, link_rate)?;
+        let cost = cost::parse(&c, root.cost.as_ref())?;
+        for name in &cost.software {
+            catalog
+                .require("cost.software", name, ItemKind::Software, None)
+                .map_err(invalid)?;
+        }
+        let topo = match (cluster.designs, &root.topology) {
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    "[cluster] with `gpus` and [topology]: give one (a cluster is designed per fabric; a topology is used as written)".into(),
+                ))
+            }
+            (Some(d), None) => {
+                if root.fabric.link_rate.is_some() && d.nic_rate != link_rate {
+                    return Err(invalid(format!(
+                        "cluster.nic_rate = \"{}\": differs from fabric.link_rate = \"{link_rate}\"; give one",
+                        d.nic_rate
+                    )));
+                }
+                link_rate = d.nic_rate;
+                if root.fabric.switch_latency.is_none() {
+                    let latency = |f: FabricKind| catalog.get(cluster.hardware.switch_for(f)).and_then(|i| i.latency);
+                    if let Some(l) = latency(FabricKind::Infiniband) {
+                        ib.switch_latency = l;
+                    }
+                    if let Some(l) = latency(FabricKind::Rocev2) {
+                        roce.switch_latency = l;
+                    }
+                }
+                topology::TopologySection::designed(d)
+            }
+            (None, t) => topology::parse(&c, t.as_ref().unwrap_or(&Default::default()), link_rate, base)?,
+        };
         let hosts = topo.spec.hosts();
         rocev2::parse(&c, &root.fabric.rocev2, &mut roce, link_rate, hosts)?;
         topology::check_leaves(&topo.spec)?;
@@ -167,6 +241,9 @@ impl Scenario {
             nvlink: topo.nvlink,
             host,
             traffic,
+            hardware: cluster.hardware,
+            cost,
+            catalog,
         })
     }
 
@@ -177,7 +254,9 @@ impl Scenario {
 
     /// Builds the topology this scenario describes, GPU servers and NVLink included.
     pub fn build_topology(&self) -> Result<Topology, String> {
-        let mut t = self.topology.build(self.link_rate, self.link_delay)?;
+        let mut t = self
+            .topology
+            .build(self.fabric, self.link_rate, self.link_delay)?;
         t.set_gpus_per_node(self.gpus_per_node)?;
         t.set_nvlink(self.nvlink);
         Ok(t)
@@ -196,6 +275,18 @@ impl Scenario {
         traffic::write_toml(&self.traffic, &mut s);
         if let Some(h) = &self.host {
             host::write_toml(h, &mut s);
+        }
+        let designs = match &self.topology {
+            TopologySpec::Cluster(d) => Some(d.as_ref()),
+            _ => None,
+        };
+        cluster::write_toml(&self.hardware, designs, &mut s);
+        cost::write_toml(&self.cost, &mut s);
+        let mut used: Vec<&str> = self.hardware.switch.iter().map(String::as_str).collect();
+        used.extend([self.hardware.nic.as_str(), self.hardware.gpu.as_str()]);
+        used.extend(self.cost.software.iter().map(String::as_str));
+        for name in used {
+            s.push_str(&self.catalog.entry_toml(name));
         }
         s
     }

@@ -2,7 +2,7 @@
 //! rail-optimized GPU servers) or an ns-3 topology file, GPUs per server and NVLink.
 
 use super::reader::{invalid, reject_present, Ctx, Field};
-use super::{Scenario, ScenarioError};
+use super::{ClusterDesigns, FabricKind, Scenario, ScenarioError};
 use crate::formats::ns3::{self, Ns3Topology};
 use fabricsim_core::topology::{Nvlink, Routes, Topology};
 use fabricsim_core::units::{BitRate, Time};
@@ -54,6 +54,8 @@ pub enum TopologySpec {
         path: String,
         graph: Ns3Topology,
     },
+    /// `[cluster]`: each fabric its own design.
+    Cluster(Box<ClusterDesigns>),
 }
 
 impl TopologySpec {
@@ -64,13 +66,22 @@ impl TopologySpec {
             TopologySpec::FatTree { k } => k * k * k / 4,
             TopologySpec::File { graph, .. } => graph.host_count(),
             TopologySpec::RailOptimized { nodes, gpus, .. } => nodes * gpus,
+            TopologySpec::Cluster(ref d) => d.gpus,
         }
     }
 
-    /// The network without its GPU servers, links at `link_rate` and `link_delay` unless
-    /// the spec gives others.
-    pub(super) fn build(&self, link_rate: BitRate, link_delay: Time) -> Result<Topology, String> {
+    /// The network without its GPU servers (on `fabric`'s design for a cluster), links at
+    /// `link_rate` and `link_delay` unless the spec gives others.
+    pub(super) fn build(
+        &self,
+        fabric: FabricKind,
+        link_rate: BitRate,
+        link_delay: Time,
+    ) -> Result<Topology, String> {
         match *self {
+            TopologySpec::Cluster(ref d) => {
+                d.plans[fabric as usize].build(d.gpus_per_node, link_rate, link_delay)
+            }
             TopologySpec::SingleSwitch { hosts } => {
                 Topology::single_switch(hosts, link_rate, link_delay)
             }
@@ -99,6 +110,17 @@ pub(super) struct TopologySection {
     pub spec: TopologySpec,
     pub gpus_per_node: u32,
     pub nvlink: Nvlink,
+}
+
+impl TopologySection {
+    /// A `[cluster]`'s designs in place of `[topology]`: its servers, default NVLink.
+    pub fn designed(d: ClusterDesigns) -> TopologySection {
+        TopologySection {
+            gpus_per_node: d.gpus_per_node,
+            spec: TopologySpec::Cluster(Box::new(d)),
+            nvlink: Nvlink::default(),
+        }
+    }
 }
 
 /// Reads `[topology]`; a file topology is read relative to `base`.
@@ -283,6 +305,8 @@ pub(super) fn check_leaves(spec: &TopologySpec) -> Result<(), ScenarioError> {
 /// `[topology]` with every default filled in.
 pub(super) fn write_toml(sc: &Scenario, s: &mut String) {
     let _ = match &sc.topology {
+        // Written with [cluster].
+        TopologySpec::Cluster(_) => Ok(()),
         TopologySpec::SingleSwitch { hosts } => writeln!(s, "\n[topology]\nkind = \"single-switch\"\nhosts = {hosts}"),
         TopologySpec::LeafSpine { hosts, leaves, spines, uplink_rate } => writeln!(
             s,
@@ -304,7 +328,7 @@ pub(super) fn write_toml(sc: &Scenario, s: &mut String) {
             graph.links.len()
         ),
     };
-    if sc.gpus_per_node > 1 {
+    if sc.gpus_per_node > 1 && !matches!(sc.topology, TopologySpec::Cluster(_)) {
         if !matches!(sc.topology, TopologySpec::RailOptimized { .. }) {
             let _ = writeln!(s, "gpus_per_node = {}", sc.gpus_per_node);
         }

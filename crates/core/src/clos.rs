@@ -1,0 +1,296 @@
+//! Cluster designs: the smallest one-, two- or three-tier Clos network of switches of a
+//! given radix that connects a number of hosts, non-blocking or as oversubscribed as
+//! asked, in the fat-tree style (hosts fill leaves in order) or rail-optimized (GPU `g`
+//! of each server on rail leaf `g` of its group of servers), as real AI clusters are
+//! built (NVIDIA DGX SuperPOD reference architectures; Al-Fares et al. 2008 for the
+//! three-tier fat-tree).
+//!
+//! Oversubscription applies at the leaves only (down ports : up ports); aggregation
+//! switches are non-blocking. A full k-ary fat-tree comes out exactly: k^3/4 hosts on
+//! k^2/2 leaves, k^2/2 aggregation switches and k^2/4 cores.
+
+use crate::topology::Topology;
+use crate::units::{BitRate, Time};
+
+/// How hosts are spread over leaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClosStyle {
+    /// Hosts fill leaves in order.
+    FatTree,
+    /// GPU `g` of every server in a group of servers shares rail leaf `g` of the group.
+    RailOptimized,
+}
+
+impl ClosStyle {
+    pub fn name(self) -> &'static str {
+        match self {
+            ClosStyle::FatTree => "fat-tree",
+            ClosStyle::RailOptimized => "rail-optimized",
+        }
+    }
+}
+
+/// What to build: hosts (one NIC port each), servers of `gpus_per_node` hosts, switches
+/// of `radix` ports, and the leaves' down : up ratio (1.0 = non-blocking).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClosRequest {
+    pub hosts: u32,
+    pub gpus_per_node: u32,
+    pub radix: u32,
+    pub style: ClosStyle,
+    pub oversubscription: f64,
+}
+
+/// A planned design: switches per tier (0 = leaves), which leaf each host hangs off, and
+/// the switch-to-switch links (lower tier's switch, upper tier's switch), one per cable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClosPlan {
+    pub switches: Vec<u32>,
+    pub host_leaf: Vec<u32>,
+    /// Per tier boundary t (between tier t and t + 1): (switch in tier t, switch in t + 1).
+    pub links: Vec<Vec<(u32, u32)>>,
+}
+
+impl ClosPlan {
+    pub fn tiers(&self) -> usize {
+        self.switches.len()
+    }
+
+    /// Builds the planned network: hosts first (in host order), then switches tier by
+    /// tier; every link at `rate` with propagation `delay`.
+    pub fn build(
+        &self,
+        gpus_per_node: u32,
+        rate: BitRate,
+        delay: Time,
+    ) -> Result<Topology, String> {
+        let mut t = Topology::empty();
+        let hosts: Vec<_> = self.host_leaf.iter().map(|_| t.add_host()).collect();
+        let tiers: Vec<Vec<_>> = self
+            .switches
+            .iter()
+            .enumerate()
+            .map(|(tier, &n)| (0..n).map(|_| t.add_switch(tier as u8)).collect())
+            .collect();
+        for (h, &leaf) in hosts.iter().zip(&self.host_leaf) {
+            t.connect(*h, tiers[0][leaf as usize], rate, delay);
+        }
+        for (tier, links) in self.links.iter().enumerate() {
+            for &(lo, hi) in links {
+                t.connect(
+                    tiers[tier][lo as usize],
+                    tiers[tier + 1][hi as usize],
+                    rate,
+                    delay,
+                );
+            }
+        }
+        t.set_gpus_per_node(gpus_per_node)?;
+        Ok(t)
+    }
+}
+
+/// Round-robin wiring of `n` lower switches with `up` uplinks each onto `m` upper
+/// switches: uplink j of lower switch l goes to upper switch (l x up + j) mod m, so each
+/// upper switch gets at most ceil(n x up / m) links and, when up >= m, every lower switch
+/// reaches every upper one.
+fn spread(first_lower: u32, n: u32, up: u32, first_upper: u32, m: u32) -> Vec<(u32, u32)> {
+    let mut links = Vec::with_capacity((n * up) as usize);
+    for l in 0..n {
+        for j in 0..up {
+            links.push((first_lower + l, first_upper + (l * up + j) % m));
+        }
+    }
+    links
+}
+
+/// Plans the smallest design for `r`; errors name what does not fit.
+pub fn plan(r: &ClosRequest) -> Result<ClosPlan, String> {
+    let radix = r.radix;
+    if radix < 4 {
+        return Err(format!(
+            "a switch of {radix} ports cannot build a Clos network (at least 4)"
+        ));
+    }
+    if r.gpus_per_node == 0 || !r.hosts.is_multiple_of(r.gpus_per_node) {
+        return Err(format!(
+            "{} GPUs are not whole servers of {}",
+            r.hosts, r.gpus_per_node
+        ));
+    }
+    if !(r.oversubscription >= 1.0 && r.oversubscription <= 64.0) {
+        return Err(format!(
+            "oversubscription {}: must be between 1 and 64",
+            r.oversubscription
+        ));
+    }
+    if r.style == ClosStyle::FatTree && r.hosts <= radix {
+        return Ok(ClosPlan {
+            switches: vec![1],
+            host_leaf: vec![0; r.hosts as usize],
+            links: Vec::new(),
+        });
+    }
+    // Leaf ports split down : up = oversubscription : 1.
+    let down = ((radix as f64 * r.oversubscription / (1.0 + r.oversubscription)).floor() as u32)
+        .clamp(1, radix - 1);
+    let servers = r.hosts / r.gpus_per_node;
+    let (host_leaf, leaves, per_leaf, leaves_per_group) = match r.style {
+        ClosStyle::FatTree => {
+            let leaves = r.hosts.div_ceil(down);
+            let host_leaf = (0..r.hosts).map(|h| h / down).collect();
+            (host_leaf, leaves, down.min(r.hosts), 1)
+        }
+        ClosStyle::RailOptimized => {
+            let g = r.gpus_per_node;
+            if g > radix / 2 {
+                return Err(format!(
+                    "{g} GPUs per server need {g} rail leaves per group; a three-tier design of {radix}-port switches fits at most {} rails per pod",
+                    radix / 2
+                ));
+            }
+            let group = down.min(servers);
+            let groups = servers.div_ceil(group);
+            let host_leaf = (0..r.hosts).map(|h| (h / g / group) * g + h % g).collect();
+            (host_leaf, groups * g, group, g)
+        }
+    };
+    // Uplinks per leaf: enough for the hosts a leaf carries at the ratio asked.
+    let up = ((per_leaf as f64 / r.oversubscription).ceil() as u32).clamp(1, radix - down);
+    if leaves <= radix {
+        let spines = (leaves * up).div_ceil(radix);
+        return Ok(ClosPlan {
+            switches: vec![leaves, spines],
+            host_leaf,
+            links: vec![spread(0, leaves, up, 0, spines)],
+        });
+    }
+    // Three tiers: pods of whole groups of leaves, `up` aggregation switches per pod, each
+    // with one link to every leaf of its pod and as many up to its plane of cores.
+    let per_pod = (radix / 2 / leaves_per_group) * leaves_per_group;
+    let pods = leaves.div_ceil(per_pod);
+    if pods > radix {
+        return Err(format!(
+            "{} hosts need {pods} pods of {per_pod} leaves; three tiers of {radix}-port switches hold at most {radix} pods",
+            r.hosts
+        ));
+    }
+    let cores_per_plane = (pods * per_pod).div_ceil(radix);
+    let mut leaf_agg = Vec::new();
+    let mut agg_core = Vec::new();
+    for p in 0..pods {
+        let first = p * per_pod;
+        let in_pod = per_pod.min(leaves - first);
+        for l in 0..in_pod {
+            for a in 0..up {
+                leaf_agg.push((first + l, p * up + a));
+            }
+        }
+        for a in 0..up {
+            // Agg `a` of every pod forms plane `a`; spread its uplinks over the plane.
+            let agg = p * up + a;
+            for j in 0..per_pod {
+                agg_core.push((
+                    agg,
+                    a * cores_per_plane + (p * per_pod + j) % cores_per_plane,
+                ));
+            }
+        }
+    }
+    Ok(ClosPlan {
+        switches: vec![leaves, pods * up, up * cores_per_plane],
+        host_leaf,
+        links: vec![leaf_agg, agg_core],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{NodeKind, Routes};
+    use crate::units::{HostId, NodeId};
+
+    fn request(hosts: u32, g: u32, radix: u32, style: ClosStyle, o: f64) -> ClosRequest {
+        ClosRequest {
+            hosts,
+            gpus_per_node: g,
+            radix,
+            style,
+            oversubscription: o,
+        }
+    }
+
+    /// No switch uses more ports than it has, every host reaches every other, and the
+    /// leaves' up : down ratio is what was asked.
+    fn check(r: &ClosRequest) -> ClosPlan {
+        let p = plan(r).unwrap();
+        let t = p
+            .build(r.gpus_per_node, BitRate::gbps(400), Time::ZERO)
+            .unwrap();
+        for (n, k) in t.nodes().iter().enumerate() {
+            if let NodeKind::Switch { .. } = k {
+                assert!(t.node_ports(NodeId(n as u32)).len() <= r.radix as usize);
+            }
+        }
+        Routes::minimal(&t).unwrap();
+        p
+    }
+
+    #[test]
+    fn a_full_k_ary_fat_tree_comes_out_exactly() {
+        for k in [4u32, 8, 16] {
+            let p = check(&request(k * k * k / 4, 1, k, ClosStyle::FatTree, 1.0));
+            assert_eq!(p.switches, vec![k * k / 2, k * k / 2, k * k / 4]);
+            assert_eq!(p.links[0].len() as u32, k * k * k / 4);
+            assert_eq!(p.links[1].len() as u32, k * k * k / 4);
+        }
+    }
+
+    #[test]
+    fn a_full_two_tier_leaf_spine_has_radix_leaves_and_half_radix_spines() {
+        let p = check(&request(64 * 32, 8, 64, ClosStyle::FatTree, 1.0));
+        assert_eq!(p.switches, vec![64, 32]);
+        // Each leaf has one link to every spine.
+        let mut per_pair = std::collections::BTreeSet::new();
+        for &l in &p.links[0] {
+            assert!(per_pair.insert(l), "duplicate leaf-spine pair {l:?}");
+        }
+    }
+
+    #[test]
+    fn rail_optimized_puts_gpu_g_of_a_group_on_one_leaf() {
+        // 32 servers of 8 GPUs on 64-port switches: one group, 8 rail leaves, 4 spines.
+        let r = request(256, 8, 64, ClosStyle::RailOptimized, 1.0);
+        let p = check(&r);
+        assert_eq!(p.switches, vec![8, 4]);
+        assert_eq!(p.host_leaf[3], p.host_leaf[8 * 31 + 3]);
+        assert_ne!(p.host_leaf[3], p.host_leaf[4]);
+        // 4096 GPUs: 16 groups of 32 servers = 128 leaves, three tiers on 64 ports
+        // (4 pods of 32 leaves, 32 aggs each), two tiers on 128 ports.
+        let p = check(&request(4096, 8, 64, ClosStyle::RailOptimized, 1.0));
+        assert_eq!(p.switches, vec![128, 128, 64]);
+        let p = check(&request(4096, 8, 128, ClosStyle::RailOptimized, 1.0));
+        assert_eq!(p.switches, vec![64, 32]);
+    }
+
+    #[test]
+    fn oversubscription_takes_uplinks_away() {
+        let p = check(&request(96, 1, 16, ClosStyle::FatTree, 3.0));
+        // 12 down, 4 up per leaf: 8 leaves, 32 uplinks on 2 spines.
+        assert_eq!(p.switches, vec![8, 2]);
+        assert_eq!(p.links[0].len(), 32);
+    }
+
+    #[test]
+    fn a_cluster_that_fits_one_switch_has_one_tier_and_too_big_is_refused() {
+        let p = check(&request(48, 8, 64, ClosStyle::FatTree, 1.0));
+        assert_eq!(p.switches, vec![1]);
+        let t = p.build(8, BitRate::gbps(400), Time::ZERO).unwrap();
+        assert!(t.same_server(HostId(0), HostId(7)));
+        assert!(
+            plan(&request(8 * 8 * 8 / 4 + 1, 1, 8, ClosStyle::FatTree, 1.0))
+                .unwrap_err()
+                .contains("at most 8 pods")
+        );
+    }
+}

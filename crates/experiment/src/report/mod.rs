@@ -1,0 +1,200 @@
+//! `fabricsim compare --report DIR`: report.html (one self-contained file, plots as inline
+//! SVG, the recommendation first), summary.md and summary.json (the `--json` object),
+//! written as one folder atomically.
+
+mod plots;
+
+use crate::compare::{self, Comparison};
+use crate::output;
+use std::fmt::Write as _;
+use std::path::Path;
+
+const FILES: [&str; 3] = ["report.html", "summary.md", "summary.json"];
+
+/// Writes the report folder `dir`, replacing an earlier report there.
+pub fn write(dir: &Path, c: &Comparison) -> std::io::Result<()> {
+    let files = vec![
+        ("report.html", html(c).into_bytes()),
+        ("summary.md", markdown(c).into_bytes()),
+        ("summary.json", c.to_json().into_bytes()),
+    ];
+    output::write_folder(dir, &files, &FILES)
+}
+
+/// Text safe inside HTML.
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn fabric_title(name: &str) -> &'static str {
+    if name == "rocev2" {
+        "RoCEv2"
+    } else {
+        "InfiniBand"
+    }
+}
+
+/// The headline: which fabric, and by how much per job.
+fn headline(c: &Comparison) -> String {
+    let r = &c.recommendation;
+    match r.saving {
+        Some(s) => format!(
+            "Recommendation: {} ({:.2} % lower cost per job)",
+            fabric_title(r.fabric),
+            s * 100.0
+        ),
+        None => format!("Recommendation: {}", fabric_title(r.fabric)),
+    }
+}
+
+const STYLE: &str = "body{font-family:'DejaVu Sans',sans-serif;margin:24px auto;max-width:1000px;color:#222}\
+h1{font-size:22px}#recommendation{border:3px solid #2a7a2a;background:#eef8ee;padding:12px 18px;border-radius:6px}\
+#recommendation h2{margin:4px 0 8px;font-size:24px}table{border-collapse:collapse;margin:8px 0}\
+td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child,th:first-child{text-align:left}\
+figure.plot{margin:18px 0}figure.plot figcaption{font-size:13px;color:#555}.note{color:#777}";
+
+/// The self-contained HTML report.
+pub fn html(c: &Comparison) -> String {
+    let r = &c.recommendation;
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>fabricsim: {}</title><style>{STYLE}</style></head><body>\n",
+        esc(&c.runs[0].summary.scenario)
+    );
+    let _ = write!(
+        h,
+        "<h1>fabricsim: InfiniBand or RoCEv2 for {}</h1>\n<section id=\"recommendation\" data-fabric=\"{}\"><h2>{}</h2><ul>",
+        esc(&c.runs[0].summary.scenario),
+        r.fabric,
+        esc(&headline(c))
+    );
+    for line in &r.reasons {
+        let _ = write!(h, "<li>{}</li>", esc(line));
+    }
+    h.push_str("</ul><p><b>Where the answer would flip</b></p><ul>");
+    for line in &r.flip {
+        let _ = write!(h, "<li>{}</li>", esc(line));
+    }
+    h.push_str("</ul></section>\n<h2>Side by side</h2><table><tr><th></th><th>InfiniBand</th><th>RoCEv2</th><th>RoCEv2 / IB</th></tr>");
+    for (name, a, b, ratio) in compare::rows(c) {
+        let q = if ratio && a > 0.0 && b.is_finite() {
+            format!("{:.3}", b / a)
+        } else {
+            String::new()
+        };
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{q}</td></tr>",
+            esc(&name),
+            compare::num(a),
+            compare::num(b)
+        );
+    }
+    h.push_str("</table>\n<h2>Plots</h2>\n");
+    let mut figure = |id: &str, svg: Option<String>, caption: &str| {
+        if let Some(svg) = svg {
+            let _ = write!(
+                h,
+                "<figure class=\"plot\" id=\"plot-{id}\">{svg}<figcaption>{}</figcaption></figure>\n",
+                esc(caption)
+            );
+        }
+    };
+    figure(
+        "job-cost",
+        plots::job_cost(c),
+        "The job's cost: its GPUs' hours and its network's hours.",
+    );
+    figure(
+        "iteration",
+        plots::iteration_split(c),
+        "Training iteration time: compute, and communication not hidden behind it.",
+    );
+    figure(
+        "busbw",
+        plots::collective_busbw(c),
+        "Collective bus bandwidth, as nccl-tests reports it.",
+    );
+    figure(
+        "fct-cdf",
+        Some(plots::fct_cdf(c)),
+        "Flow completion times (every message of the run).",
+    );
+    figure(
+        "slowdown",
+        Some(plots::slowdown_by_size(c)),
+        "Mean slowdown (FCT over the ideal on an empty network) by flow size.",
+    );
+    figure(
+        "queues",
+        Some(plots::ports(c)),
+        "Peak egress queue of the ten busiest ports.",
+    );
+    figure(
+        "paused",
+        plots::paused(c),
+        "Time RoCEv2 ports were held by PFC pauses.",
+    );
+    figure(
+        "dcqcn",
+        plots::dcqcn_rates(c),
+        "DCQCN pacing rate of the flows cut most often.",
+    );
+    figure(
+        "cost",
+        Some(plots::cost_breakdown(c)),
+        "Network cost over its lifetime, by part.",
+    );
+    h.push_str("<h2>Bill of materials</h2>\n");
+    for run in &c.runs {
+        let _ = write!(
+            h,
+            "<h3>{}: {} tier(s), {} switches, {} links</h3><table><tr><th>item</th><th>count</th><th>unit USD</th><th>W each</th><th>source</th></tr>",
+            fabric_title(run.summary.fabric),
+            run.design.tiers,
+            run.design.switches,
+            run.design.links
+        );
+        for l in &run.cost.bom {
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{:.0}</td><td>{}</td><td style=\"text-align:left;font-size:11px\">{}{}</td></tr>",
+                esc(&l.item),
+                l.count,
+                l.unit_usd,
+                l.watts,
+                esc(&l.source),
+                if l.estimate { " (estimate)" } else { "" }
+            );
+        }
+        h.push_str("</table>\n");
+    }
+    h.push_str("<p class=\"note\">Prices and power come from the catalog (catalog/catalog.toml, overridable); entries marked estimate are analysts' figures or fabricsim's placeholders. Generated by fabricsim.</p>\n</body></html>\n");
+    h
+}
+
+/// summary.md: the recommendation and the table, in Markdown.
+pub fn markdown(c: &Comparison) -> String {
+    let r = &c.recommendation;
+    let mut m = format!(
+        "# {}: InfiniBand vs RoCEv2\n\n## {}\n\n",
+        c.runs[0].summary.scenario,
+        headline(c)
+    );
+    for line in &r.reasons {
+        let _ = writeln!(m, "- {line}");
+    }
+    m.push_str("\nWhere it would flip:\n\n");
+    for line in &r.flip {
+        let _ = writeln!(m, "- {line}");
+    }
+    m.push_str("\n| | InfiniBand | RoCEv2 |\n|---|---:|---:|\n");
+    for (name, a, b, _) in compare::rows(c) {
+        let _ = writeln!(m, "| {name} | {} | {} |", compare::num(a), compare::num(b));
+    }
+    m
+}

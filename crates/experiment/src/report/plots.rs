@@ -1,0 +1,502 @@
+//! The report's plots as SVG text, drawn with plotters. Text is laid out with the
+//! bundled DejaVu Sans (assets/DejaVuSans.ttf), so no system font is needed.
+
+use crate::compare::Comparison;
+use plotters::prelude::*;
+use plotters::style::{register_font, FontStyle};
+use std::sync::Once;
+
+const FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
+const WIDTH: u32 = 720;
+const HEIGHT: u32 = 360;
+/// InfiniBand, then RoCEv2.
+const COLORS: [RGBColor; 2] = [RGBColor(0x1f, 0x5f, 0xbf), RGBColor(0xd9, 0x5f, 0x0e)];
+const NAMES: [&str; 2] = ["InfiniBand", "RoCEv2"];
+/// Points drawn per CDF curve.
+const CDF_POINTS: usize = 400;
+
+fn font() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // The font is ours, bundled: registering it cannot fail on a well-formed file.
+        let _ = register_font("sans-serif", FontStyle::Normal, FONT);
+    });
+}
+
+type Drawn = Result<(), Box<dyn std::error::Error>>;
+
+/// Draws with `f` into a fresh SVG; a plot that cannot be drawn becomes a note.
+fn svg(f: impl FnOnce(DrawingArea<SVGBackend, plotters::coord::Shift>) -> Drawn) -> String {
+    font();
+    let mut out = String::new();
+    let result = {
+        let root = SVGBackend::with_string(&mut out, (WIDTH, HEIGHT)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string()).and_then(|()| {
+            let r = f(root.clone()).map_err(|e| e.to_string());
+            root.present().map_err(|e| e.to_string())?;
+            r
+        })
+    };
+    match result {
+        Ok(()) => out,
+        Err(e) => format!("<p class=\"note\">plot not drawn: {e}</p>"),
+    }
+}
+
+/// Upper bound for an axis over `values`, never zero.
+fn top(values: impl Iterator<Item = f64>) -> f64 {
+    let m = values.filter(|v| v.is_finite()).fold(0.0, f64::max);
+    if m > 0.0 {
+        m * 1.1
+    } else {
+        1.0
+    }
+}
+
+/// Flow completion times' CDF per fabric, in microseconds (log axis).
+pub fn fct_cdf(c: &Comparison) -> String {
+    let series: Vec<Vec<f64>> = c
+        .runs
+        .iter()
+        .map(|r| {
+            let mut v: Vec<f64> = r
+                .outcome
+                .report
+                .flows
+                .iter()
+                .filter_map(|f| f.finish.map(|t| (t - f.start).ps() as f64 / 1e6))
+                .collect();
+            v.sort_by(f64::total_cmp);
+            v
+        })
+        .collect();
+    let lo = series
+        .iter()
+        .flatten()
+        .copied()
+        .fold(f64::MAX, f64::min)
+        .max(1e-3);
+    let hi = top(series.iter().flatten().copied()).max(lo * 10.0);
+    svg(|root| {
+        let mut chart = ChartBuilder::on(&root)
+            .caption("Flow completion time, CDF", ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(50)
+            .build_cartesian_2d((lo * 0.9..hi).log_scale(), 0.0..1.0)?;
+        chart
+            .configure_mesh()
+            .x_desc("FCT (us)")
+            .y_desc("fraction of flows")
+            .draw()?;
+        for (i, v) in series.iter().enumerate() {
+            // At most CDF_POINTS points: the curve, not a million vertices.
+            let n = v.len();
+            let step = n.div_ceil(CDF_POINTS).max(1);
+            let points = (step - 1..n)
+                .step_by(step)
+                .chain((n > 0 && (n - 1) % step != step - 1).then_some(n - 1))
+                .map(|k| (v[k], (k + 1) as f64 / n as f64));
+            chart
+                .draw_series(LineSeries::new(points, COLORS[i].stroke_width(2)))?
+                .label(NAMES[i])
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], COLORS[i]));
+        }
+        chart
+            .configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE)
+            .draw()?;
+        Ok(())
+    })
+}
+
+/// Mean slowdown (FCT / ideal FCT) by flow size, in powers-of-two size bins.
+pub fn slowdown_by_size(c: &Comparison) -> String {
+    let series: Vec<Vec<(f64, f64)>> = c
+        .runs
+        .iter()
+        .map(|r| {
+            let mut bins: std::collections::BTreeMap<u32, (f64, u32)> = Default::default();
+            for f in &r.outcome.report.flows {
+                if let (Some(t), true) = (f.finish, f.ideal.ps() > 0) {
+                    let b = 64 - f.bytes.max(1).leading_zeros();
+                    let e = bins.entry(b).or_default();
+                    e.0 += (t - f.start).ps() as f64 / f.ideal.ps() as f64;
+                    e.1 += 1;
+                }
+            }
+            bins.into_iter()
+                .map(|(b, (sum, n))| (2f64.powi(b as i32 - 1).max(1.0), sum / n as f64))
+                .collect()
+        })
+        .collect();
+    let xs = || series.iter().flatten().map(|p| p.0);
+    let lo = xs().fold(f64::MAX, f64::min).max(1.0);
+    let hi = xs().fold(0.0, f64::max).max(lo * 4.0) * 2.0;
+    let y_hi = top(series.iter().flatten().map(|p| p.1)).max(1.5);
+    svg(|root| {
+        let mut chart = ChartBuilder::on(&root)
+            .caption("Mean slowdown by flow size", ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(50)
+            .build_cartesian_2d((lo / 2.0..hi).log_scale(), 0.0..y_hi)?;
+        chart
+            .configure_mesh()
+            .x_desc("flow size (bytes, bin start)")
+            .y_desc("FCT / ideal FCT")
+            .draw()?;
+        for (i, s) in series.iter().enumerate() {
+            chart
+                .draw_series(LineSeries::new(
+                    s.iter().copied(),
+                    COLORS[i].stroke_width(2),
+                ))?
+                .label(NAMES[i])
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], COLORS[i]));
+            chart.draw_series(s.iter().map(|&p| Circle::new(p, 4, COLORS[i].filled())))?;
+        }
+        chart
+            .configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE)
+            .draw()?;
+        Ok(())
+    })
+}
+
+/// Stacked horizontal bars, one per fabric: `parts` are (name, [ib, roce], color).
+fn stacked(title: &str, unit: &str, parts: &[(String, [f64; 2], RGBColor)]) -> String {
+    let total = |i: usize| parts.iter().map(|p| p.1[i].max(0.0)).sum::<f64>();
+    let x_hi = top([total(0), total(1)].into_iter());
+    svg(|root| {
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(90)
+            .build_cartesian_2d(0.0..x_hi, (0..1).into_segmented())?;
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .x_desc(unit)
+            .y_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) => {
+                    NAMES.get(*i as usize).copied().unwrap_or("").to_string()
+                }
+                _ => String::new(),
+            })
+            .draw()?;
+        for fabric in 0..2i32 {
+            let mut x = 0.0;
+            for (name, v, color) in parts {
+                let w = v[fabric as usize].max(0.0);
+                let (a, b) = (x, x + w);
+                x = b;
+                let s = chart.draw_series(std::iter::once(Rectangle::new(
+                    [
+                        (a, SegmentValue::Exact(fabric)),
+                        (b, SegmentValue::Exact(fabric + 1)),
+                    ],
+                    color.filled(),
+                )))?;
+                if fabric == 0 {
+                    let c = *color;
+                    s.label(name.as_str()).legend(move |(x, y)| {
+                        Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled())
+                    });
+                }
+            }
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .border_style(BLACK)
+            .background_style(WHITE)
+            .draw()?;
+        Ok(())
+    })
+}
+
+const PALETTE: [RGBColor; 7] = [
+    RGBColor(0x4e, 0x79, 0xa7),
+    RGBColor(0xf2, 0x8e, 0x2b),
+    RGBColor(0xe1, 0x57, 0x59),
+    RGBColor(0x76, 0xb7, 0xb2),
+    RGBColor(0x59, 0xa1, 0x4f),
+    RGBColor(0xed, 0xc9, 0x48),
+    RGBColor(0xb0, 0x7a, 0xa1),
+];
+
+/// The network's lifetime cost by part: equipment groups, then energy and support.
+pub fn cost_breakdown(c: &Comparison) -> String {
+    let groups = ["switches", "nics", "optics", "cables", "software"];
+    let mut parts: Vec<(String, [f64; 2], RGBColor)> = groups
+        .iter()
+        .enumerate()
+        .map(|(k, g)| {
+            let v = [0, 1].map(|i| {
+                c.runs[i]
+                    .cost
+                    .bom
+                    .iter()
+                    .filter(|l| l.group == *g)
+                    .map(|l| l.usd())
+                    .sum::<f64>()
+                    / 1e6
+            });
+            (g.to_string(), v, PALETTE[k])
+        })
+        .filter(|p| p.1.iter().any(|&v| v > 0.0))
+        .collect();
+    let opex = [0, 1].map(|i| {
+        let k = &c.runs[i].cost;
+        (k.lifetime_usd - k.capex_usd) / 1e6
+    });
+    parts.push(("energy and support, lifetime".into(), opex, PALETTE[5]));
+    stacked("Network cost over its lifetime", "million USD", &parts)
+}
+
+/// The job's cost: GPU hours and network hours.
+pub fn job_cost(c: &Comparison) -> Option<String> {
+    let parts = [0, 1].map(|i| {
+        let k = &c.runs[i].cost;
+        k.job_hours.map(|h| {
+            (
+                h * k.gpus as f64 * k.gpu_usd_per_hour,
+                h * k.network_usd_per_hour,
+            )
+        })
+    });
+    let [Some(a), Some(b)] = parts else {
+        return None;
+    };
+    Some(stacked(
+        "Cost of the job",
+        "USD",
+        &[
+            ("GPU hours".into(), [a.0, b.0], PALETTE[0]),
+            ("network hours".into(), [a.1, b.1], PALETTE[1]),
+        ],
+    ))
+}
+
+/// The first training job's iteration: compute and exposed communication.
+pub fn iteration_split(c: &Comparison) -> Option<String> {
+    let t = [0, 1].map(|i| c.runs[i].summary.training.first().cloned());
+    let [Some(a), Some(b)] = t else { return None };
+    let exposed =
+        |x: &crate::results::TrainingResult| x.exposed_communication_ns.unwrap_or(f64::NAN) / 1e6;
+    Some(stacked(
+        "Training iteration: compute and exposed communication",
+        "ms",
+        &[
+            (
+                "compute".into(),
+                [a.compute_ns / 1e6, b.compute_ns / 1e6],
+                PALETTE[4],
+            ),
+            (
+                "exposed communication".into(),
+                [exposed(&a), exposed(&b)],
+                PALETTE[2],
+            ),
+        ],
+    ))
+}
+
+/// Grouped bars: one group per label, one bar per fabric.
+fn grouped(title: &str, unit: &str, labels: &[String], values: &[[f64; 2]]) -> String {
+    let y_hi = top(values.iter().flatten().copied());
+    let n = labels.len().max(1) as i32;
+    svg(|root| {
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            // A segmented 0..m range has m + 1 segments: one per group.
+            .build_cartesian_2d((0..n - 1).into_segmented(), 0.0..y_hi)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .y_desc(unit)
+            .x_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) => labels.get(*i as usize).cloned().unwrap_or_default(),
+                _ => String::new(),
+            })
+            .draw()?;
+        for fabric in 0..2 {
+            let s = chart.draw_series(values.iter().enumerate().map(|(k, v)| {
+                let x = k as i32;
+                let mut bar = Rectangle::new(
+                    [
+                        (SegmentValue::Exact(x), 0.0),
+                        (SegmentValue::Exact(x + 1), v[fabric].max(0.0)),
+                    ],
+                    COLORS[fabric].filled(),
+                );
+                // Two bars side by side in each group of about `group` pixels.
+                let group = (WIDTH - 80) / n as u32;
+                let (narrow, wide) = (group / 10, group / 2);
+                if fabric == 0 {
+                    bar.set_margin(0, 0, narrow, wide);
+                } else {
+                    bar.set_margin(0, 0, wide, narrow);
+                }
+                bar
+            }))?;
+            s.label(NAMES[fabric]).legend(move |(x, y)| {
+                Rectangle::new([(x, y - 5), (x + 12, y + 5)], COLORS[fabric].filled())
+            });
+        }
+        chart
+            .configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE)
+            .draw()?;
+        Ok(())
+    })
+}
+
+/// Each collective's bus bandwidth per fabric.
+pub fn collective_busbw(c: &Comparison) -> Option<String> {
+    let [a, b] = c.summaries();
+    if a.collectives.is_empty() {
+        return None;
+    }
+    let labels: Vec<String> = a
+        .collectives
+        .iter()
+        .enumerate()
+        .map(|(i, x)| format!("#{i} {} {}", x.op, x.algorithm))
+        .collect();
+    let values: Vec<[f64; 2]> = a
+        .collectives
+        .iter()
+        .zip(&b.collectives)
+        .map(|(x, y)| [x.busbw_gbps.unwrap_or(0.0), y.busbw_gbps.unwrap_or(0.0)])
+        .collect();
+    Some(grouped(
+        "Collective bus bandwidth",
+        "busbw (GB/s)",
+        &labels,
+        &values,
+    ))
+}
+
+/// The ten busiest ports (by peak queue, in either fabric): peak queue, and PFC paused time.
+pub fn ports(c: &Comparison) -> String {
+    let per = |i: usize| &c.runs[i].outcome.report.ports;
+    let mut keyed: Vec<(u64, usize)> = (0..per(0).len().min(per(1).len()))
+        .map(|k| {
+            (
+                per(0)[k].peak_queue_bytes.max(per(1)[k].peak_queue_bytes),
+                k,
+            )
+        })
+        .collect();
+    keyed.sort_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
+    keyed.truncate(10);
+    let labels: Vec<String> = keyed
+        .iter()
+        .map(|&(_, k)| format!("{}:{}", per(0)[k].node, per(0)[k].port))
+        .collect();
+    let q: Vec<[f64; 2]> = keyed
+        .iter()
+        .map(|&(_, k)| [0, 1].map(|i| per(i)[k].peak_queue_bytes as f64 / 1024.0))
+        .collect();
+    grouped(
+        "Peak egress queue, ten busiest ports (node:port)",
+        "KiB",
+        &labels,
+        &q,
+    )
+}
+
+/// PFC paused time of the ten most paused RoCEv2 ports, or `None` if nothing paused.
+pub fn paused(c: &Comparison) -> Option<String> {
+    let ports = &c.runs[1].outcome.report.ports;
+    let mut keyed: Vec<(u64, usize)> = ports
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.paused.ps() > 0)
+        .map(|(k, p)| (p.paused.ps(), k))
+        .collect();
+    if keyed.is_empty() {
+        return None;
+    }
+    keyed.sort_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
+    keyed.truncate(10);
+    let labels: Vec<String> = keyed
+        .iter()
+        .map(|&(_, k)| format!("{}:{}", ports[k].node, ports[k].port))
+        .collect();
+    let values: Vec<[f64; 2]> = keyed
+        .iter()
+        .map(|&(ps, _)| [0.0, ps as f64 / 1e6])
+        .collect();
+    Some(grouped(
+        "RoCEv2: PFC paused time, ten most paused ports",
+        "us paused",
+        &labels,
+        &values,
+    ))
+}
+
+/// DCQCN pacing rates over time for the (up to) four flows cut most often.
+pub fn dcqcn_rates(c: &Comparison) -> Option<String> {
+    let rates = &c.runs[1].outcome.rates;
+    let mut cuts: std::collections::BTreeMap<u32, u32> = Default::default();
+    for r in rates.iter().filter(|r| r.sent.is_none()) {
+        *cuts.entry(r.flow).or_default() += 1;
+    }
+    if cuts.is_empty() {
+        return None;
+    }
+    let mut by: Vec<(u32, u32)> = cuts.into_iter().collect();
+    by.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
+    let flows: Vec<u32> = by.iter().take(4).map(|x| x.0).collect();
+    let series: Vec<Vec<(f64, f64)>> = flows
+        .iter()
+        .map(|&f| {
+            rates
+                .iter()
+                .filter(|r| r.flow == f)
+                .map(|r| (r.time.ps() as f64 / 1e6, r.rate.bps() as f64 / 1e9))
+                .collect()
+        })
+        .collect();
+    let x_hi = top(series.iter().flatten().map(|p| p.0));
+    let y_hi = top(series.iter().flatten().map(|p| p.1));
+    Some(svg(|root| {
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                "RoCEv2: DCQCN rate of the most-cut flows",
+                ("sans-serif", 18),
+            )
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(50)
+            .build_cartesian_2d(0.0..x_hi, 0.0..y_hi)?;
+        chart
+            .configure_mesh()
+            .x_desc("time (us)")
+            .y_desc("rate (Gb/s)")
+            .draw()?;
+        for (k, s) in series.iter().enumerate() {
+            let color = PALETTE[k];
+            chart
+                .draw_series(LineSeries::new(s.iter().copied(), color.stroke_width(2)))?
+                .label(format!("flow {}", flows[k]))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+        }
+        chart
+            .configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE)
+            .draw()?;
+        Ok(())
+    }))
+}
