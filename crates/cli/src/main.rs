@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use fabricsim_experiment::catalog::Catalog;
 use fabricsim_experiment::formats::pcap::LinkType;
 use fabricsim_experiment::runner::{self, PcapRequest, RunRequest};
-use fabricsim_experiment::scenario::Scenario;
+use fabricsim_experiment::scenario::{FabricKind, Scenario};
 use fabricsim_experiment::{bench, collective_sweep, compare, estimate, heap, report, results};
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -334,7 +334,14 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
             force,
         } => {
             let scenario = load_with(file, catalog, seed)?;
-            fits(&scenario, force)?;
+            for fabric in [FabricKind::Infiniband, FabricKind::Rocev2] {
+                // Each fabric may have its own design: both must fit.
+                let s = Scenario {
+                    fabric,
+                    ..scenario.clone()
+                };
+                fits(&s, force)?;
+            }
             let c = compare::run_both(&scenario, report.is_some())?;
             if let Some(dir) = &report {
                 report::write(dir, &c).map_err(|e| format!("--report {}: {e}", dir.display()))?;

@@ -83,6 +83,91 @@ fn default_scenario_runs_with_no_file() {
     assert_eq!(v["fabric"], "infiniband");
 }
 
+/// The README's first command: compare on the built-in default cluster decides, with
+/// each fabric's design and the training job's iteration time.
+#[test]
+fn compare_with_no_file_decides_for_the_default_cluster() {
+    let out = run(&["compare", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["infiniband"]["scenario"], "cluster-default");
+    for fabric in ["infiniband", "rocev2"] {
+        assert!(v[fabric]["design"]["tiers"].as_u64().unwrap() >= 2);
+        assert!(
+            v[fabric]["training"][0]["iteration_time_ns"]
+                .as_f64()
+                .unwrap()
+                > 0.0
+        );
+    }
+    assert!(v["recommendation"]["fabric"].is_string());
+}
+
+/// compare on the training example shows both fabrics' iteration times, in the table
+/// and the JSON.
+#[test]
+fn compare_shows_the_training_example_s_iteration_times() {
+    let f =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/training-data-parallel.toml");
+    let out = run(&["compare", f.to_str().unwrap(), "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let t = |fabric: &str, key: &str| v[fabric]["training"][0][key].as_f64().unwrap();
+    for fabric in ["infiniband", "rocev2"] {
+        let (iteration, compute) = (t(fabric, "iteration_time_ns"), t(fabric, "compute_ns"));
+        assert!(iteration >= compute, "{fabric}: {iteration} < {compute}");
+        let exposed = t(fabric, "exposed_communication_ns");
+        assert!((iteration - compute - exposed).abs() < 1e-6 * iteration);
+        assert!(t(fabric, "extra_job_seconds_per_us_per_exchange") > 0.0);
+        // The job's hours in the cost are the training job's projected time.
+        let hours = v[fabric]["cost"]["job_hours"].as_f64().unwrap();
+        assert!(
+            (hours * 3600.0 - t(fabric, "projected_job_seconds")).abs() < 1e-6 * hours * 3600.0
+        );
+    }
+    let table = String::from_utf8(run(&["compare", f.to_str().unwrap()]).stdout).unwrap();
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("training #0 iteration (ms)"))
+        .expect("an iteration row");
+    assert_eq!(
+        row.split_whitespace()
+            .filter(|w| w.parse::<f64>().is_ok())
+            .count(),
+        3,
+        "{row}"
+    );
+}
+
+/// check prints both fabrics' designs for a [cluster].
+#[test]
+fn check_prints_both_cluster_designs() {
+    let d = tmpdir("check-cluster");
+    let f = write(
+        &d,
+        "c.toml",
+        "[cluster]\ngpus = 4096\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = 4096\n",
+    );
+    let out = run(&["check", f.to_str().unwrap()]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("# infiniband design: 3 tier(s): 128 leaf, 4096 links up; 128 aggregation, 4096 links up; 64 core"), "{text}");
+    assert!(
+        text.contains("# rocev2 design: 2 tier(s): 64 leaf, 4096 links up; 32 spine"),
+        "{text}"
+    );
+    let again = write(&d, "again.toml", &text);
+    assert!(run(&["check", again.to_str().unwrap()]).status.success());
+}
+
 #[test]
 fn check_prints_the_effective_configuration() {
     let d = tmpdir("check");
@@ -353,11 +438,42 @@ fn compare_runs_both_fabrics_as_run_would() {
             "[fabric]\nkind = \"rocev2\"\n[fabric.infiniband]",
         ),
     );
+    // SCENARIO.md v2: R is the run summary plus its design and cost; D the decision.
+    let d = &v["recommendation"];
+    assert!(["infiniband", "rocev2"].contains(&d["fabric"].as_str().unwrap()));
+    assert!(!d["reasons"].as_array().unwrap().is_empty());
+    assert!(!d["flip"].as_array().unwrap().is_empty());
     for (fabric, file) in [("infiniband", &f), ("rocev2", &roce_file)] {
         let mut side = v[fabric].clone();
         let o = side.as_object_mut().unwrap();
         o.remove("wall_seconds");
         o.remove("events_per_second");
+        let design = o.remove("design").expect("design");
+        for k in ["tiers", "switches", "links"] {
+            assert!(design[k].as_u64().unwrap() > 0, "design.{k}");
+        }
+        let cost = o.remove("cost").expect("cost");
+        for k in [
+            "capex_usd",
+            "power_kw",
+            "opex_usd_per_year",
+            "lifetime_usd",
+            "job_cost_usd",
+        ] {
+            assert!(cost[k].as_f64().unwrap() > 0.0, "cost.{k}");
+        }
+        let bom = cost["bom"].as_array().unwrap();
+        let capex: f64 = bom
+            .iter()
+            .map(|l| {
+                for k in ["item", "source"] {
+                    assert!(l[k].is_string(), "bom {k}");
+                }
+                assert!(l["watts"].is_number());
+                l["count"].as_f64().unwrap() * l["unit_usd"].as_f64().unwrap()
+            })
+            .sum();
+        assert!((capex - cost["capex_usd"].as_f64().unwrap()).abs() < 1e-6 * capex);
         assert_eq!(side["fabric"], fabric);
         let alone = stable_json(&run(&["run", file.to_str().unwrap(), "--json"]));
         assert_eq!(side, alone, "{fabric}");

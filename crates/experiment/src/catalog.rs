@@ -117,11 +117,13 @@ impl Catalog {
                     "{prefix}catalog.{name} = {value}: an entry is a table of keys"
                 ));
             };
-            let entry = self.raw.entry(name.clone()).or_default();
+            // Checked on a copy: a bad override leaves the catalog as it was.
+            let mut entry = self.raw.get(name).cloned().unwrap_or_default();
             for (k, v) in fields {
                 entry.insert(k.clone(), v.clone());
             }
-            let item = item(name, entry).map_err(|m| format!("{prefix}{m}"))?;
+            let item = item(name, &entry).map_err(|m| format!("{prefix}{m}"))?;
+            self.raw.insert(name.clone(), entry);
             self.items.insert(name.clone(), item);
         }
         Ok(())
@@ -378,13 +380,19 @@ mod tests {
             e.contains("mine.toml: catalog.h100-sxm.price_usd = \"cheap\": must be a number"),
             "{e}"
         );
+        assert_eq!(
+            c.get("h100-sxm").unwrap().price_usd,
+            25000.0,
+            "a bad override changes nothing"
+        );
         let e = c
             .merge_text("[new-switch]\nkind = \"switch\"\n", "f")
             .unwrap_err();
         assert!(
-            e.contains("needs `price_usd`") || e.contains("needs `port_rate`"),
+            e.contains("f: catalog.new-switch: a new entry needs `"),
             "{e}"
         );
+        assert!(c.get("new-switch").is_none());
         let e = c
             .require(
                 "cluster.switch.rocev2",

@@ -223,6 +223,18 @@ fn workload_rows(c: &Comparison) -> Vec<Row> {
             or0(y.extra_job_seconds_per_us_per_exchange),
             false,
         ));
+        // What those seconds cost: the cluster's GPUs and network for that long.
+        let usd = |k: usize, extra: Option<f64>| {
+            let cost = &c.runs[k].cost;
+            or0(extra) / 3600.0
+                * (cost.gpus as f64 * cost.gpu_usd_per_hour + cost.network_usd_per_hour)
+        };
+        rows.push((
+            format!("{n} +1us/exchange (USD)"),
+            usd(0, x.extra_job_seconds_per_us_per_exchange),
+            usd(1, y.extra_job_seconds_per_us_per_exchange),
+            false,
+        ));
     }
     if let (Some(x), Some(y)) = (&a.data_path, &b.data_path) {
         rows.push((

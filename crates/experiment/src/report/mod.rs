@@ -97,9 +97,9 @@ pub fn html(c: &Comparison) -> String {
     h.push_str("</table>\n<h2>Plots</h2>\n");
     let mut figure = |id: &str, svg: Option<String>, caption: &str| {
         if let Some(svg) = svg {
-            let _ = write!(
+            let _ = writeln!(
                 h,
-                "<figure class=\"plot\" id=\"plot-{id}\">{svg}<figcaption>{}</figcaption></figure>\n",
+                "<figure class=\"plot\" id=\"plot-{id}\">{svg}<figcaption>{}</figcaption></figure>",
                 esc(caption)
             );
         }

@@ -1,0 +1,177 @@
+//! The decision report, rendered for real: `fabricsim compare --report` in headless
+//! Chromium (Debian's, installed by .ci/run). The DOM must hold the recommendation and
+//! the plots, and the first screen must show the decision, not a blank page.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("fabricsim-report-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Chromium, which must be present in CI; elsewhere the test says it skipped.
+fn chromium() -> Option<PathBuf> {
+    let found = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "chromium is missing in CI"
+        );
+        eprintln!("skipped: chromium not installed (apt-get install chromium)");
+    }
+    found
+}
+
+/// Runs headless Chromium on `page` with `args`; returns its standard output.
+fn headless(chromium: &Path, profile: &Path, page: &Path, args: &[&str]) -> Vec<u8> {
+    let out = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("chromium starts");
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// A small cluster with a training job, an incast that makes RoCEv2 pause and cut rates.
+const SCENARIO: &str = "[cluster]\ngpus = 32\n[fabric.rocev2]\nswitch_buffer = \"6MiB\"\necn = { kmin = \"20KB\", kmax = \"80KB\", pmax = 0.5 }\n\
+[[traffic]]\nkind = \"training\"\nsize = \"16MiB\"\nbuckets = 2\niterations = 2\nforward = \"100us\"\nbackward = \"200us\"\n\
+[[traffic]]\nkind = \"incast\"\nsenders = [8, 16, 24, 9, 17, 25]\ndst = 0\nsize = \"2MiB\"\n";
+
+#[test]
+fn the_report_renders_in_headless_chromium_with_the_decision_first() {
+    let Some(chromium) = chromium() else { return };
+    let d = tmpdir("render");
+    let file = d.join("cluster.toml");
+    std::fs::write(&file, SCENARIO).unwrap();
+    let report = d.join("report");
+    let out = Command::new(env!("CARGO_BIN_EXE_fabricsim"))
+        .args([
+            "compare",
+            file.to_str().unwrap(),
+            "--report",
+            report.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for f in ["report.html", "summary.md", "summary.json"] {
+        assert!(report.join(f).is_file(), "{f}");
+    }
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(report.join("summary.json")).unwrap()).unwrap();
+    let fabric = summary["recommendation"]["fabric"].as_str().unwrap();
+    let title = if fabric == "rocev2" {
+        "RoCEv2"
+    } else {
+        "InfiniBand"
+    };
+    let page = report.join("report.html");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        !html.contains("src=\"http") && !html.contains("href=\"http"),
+        "self-contained"
+    );
+
+    // The DOM as Chromium built it: the decision, then every plot as inline SVG.
+    let dom = String::from_utf8(headless(
+        &chromium,
+        &d.join("profile1"),
+        &page,
+        &["--dump-dom"],
+    ))
+    .unwrap();
+    let rec = dom
+        .find("id=\"recommendation\"")
+        .expect("the recommendation section");
+    assert!(
+        dom[rec..].contains(&format!("Recommendation: {title}")),
+        "names {title}"
+    );
+    let first_plot = dom.find("class=\"plot\"").expect("plots");
+    assert!(
+        rec < first_plot,
+        "the recommendation comes before the plots"
+    );
+    for id in [
+        "job-cost",
+        "iteration",
+        "fct-cdf",
+        "slowdown",
+        "queues",
+        "paused",
+        "dcqcn",
+        "cost",
+    ] {
+        let at = dom
+            .find(&format!("id=\"plot-{id}\""))
+            .unwrap_or_else(|| panic!("plot {id}"));
+        assert!(
+            dom[at..].trim_start().contains("<svg"),
+            "plot {id} is an SVG"
+        );
+    }
+    assert!(!dom.contains("plot not drawn"), "every plot drew");
+
+    // The first screen: not blank, and showing the recommendation's green box.
+    let png_path = d.join("first-screen.png");
+    headless(
+        &chromium,
+        &d.join("profile2"),
+        &page,
+        &[
+            "--window-size=1280,800",
+            &format!("--screenshot={}", png_path.display()),
+        ],
+    );
+    let decoder = png::Decoder::new(std::io::BufReader::new(
+        std::fs::File::open(&png_path).unwrap(),
+    ));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let channels = info.line_size / info.width as usize;
+    let pixels: Vec<&[u8]> = buf[..info.buffer_size()].chunks(channels).collect();
+    let white = pixels.iter().filter(|p| p[..3] == [255, 255, 255]).count();
+    let inked = 1.0 - white as f64 / pixels.len() as f64;
+    assert!(
+        inked > 0.05,
+        "the first screen is {:.1} % ink",
+        inked * 100.0
+    );
+    let border = pixels
+        .iter()
+        .filter(|p| p[..3] == [0x2a, 0x7a, 0x2a])
+        .count();
+    assert!(
+        border > 1000,
+        "the recommendation box is on the first screen ({border} border pixels)"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
