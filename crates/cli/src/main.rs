@@ -8,7 +8,9 @@ use fabricsim_experiment::catalog::Catalog;
 use fabricsim_experiment::formats::pcap::LinkType;
 use fabricsim_experiment::runner::{self, PcapRequest, RunRequest};
 use fabricsim_experiment::scenario::{FabricKind, Scenario};
-use fabricsim_experiment::{bench, collective_sweep, compare, estimate, heap, report, results};
+use fabricsim_experiment::{
+    bench, collective_sweep, compare, estimate, heap, report, results, sweep,
+};
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -123,6 +125,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Sweep a scenario over values of its keys (their cross product, or --zip), on every
+    /// core or as a Slurm job array; resumable: finished points are kept and skipped.
+    Sweep(SweepArgs),
     /// Validate a scenario and print the effective configuration, defaults filled in.
     Check { file: PathBuf },
     /// Run the reference benchmark and print events/s, ns/event, wall time and memory.
@@ -177,6 +182,63 @@ fn main() -> ExitCode {
     }
 }
 
+#[derive(clap::Args)]
+struct SweepArgs {
+    /// The scenario file (with --collect: the sweep's folder).
+    target: PathBuf,
+    /// A key (dotted TOML path: fabric.kind, fabric.rocev2.ecn.kmin, traffic.0.size) and
+    /// its values; repeat for more keys.
+    #[arg(long = "set", value_name = "KEY=V1,V2,...")]
+    sets: Vec<String>,
+    /// Pair the i-th values of every key instead of taking the cross product.
+    #[arg(long)]
+    zip: bool,
+    /// A sweep table: a CSV file whose header names the keys, one point per row.
+    #[arg(long, conflicts_with_all = ["sets", "zip"])]
+    table: Option<PathBuf>,
+    /// The sweep's folder: sweep.json, points/ID.json, results.csv.
+    #[arg(long, required_unless_present = "collect")]
+    out: Option<PathBuf>,
+    /// Points run at once (default: every core).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    jobs: Option<u32>,
+    /// Write DIR/sweep.sbatch (a job array) and submit it with sbatch.
+    #[arg(long)]
+    slurm: bool,
+    /// Write DIR/sweep.sbatch only.
+    #[arg(long)]
+    slurm_script: bool,
+    /// With --slurm: wait for the array to end, then collect.
+    #[arg(long)]
+    wait: bool,
+    /// Slurm partition, time and memory per task (Slurm's syntax).
+    #[arg(long)]
+    partition: Option<String>,
+    #[arg(long)]
+    time: Option<String>,
+    #[arg(long)]
+    mem: Option<String>,
+    /// Array tasks running at once (--array=0-N%M).
+    #[arg(long)]
+    max_running: Option<usize>,
+    /// Points per array task.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    per_task: u32,
+    /// Run only array task K's points (what the sbatch script runs).
+    #[arg(long)]
+    task: Option<usize>,
+    /// Join DIR's finished points into DIR/results.csv (TARGET is the folder).
+    #[arg(long)]
+    collect: bool,
+    /// Plot a headline figure against the first swept key (repeatable): DIR/plot-METRIC.svg
+    /// and DIR/report.html.
+    #[arg(long)]
+    plot: Vec<String>,
+    /// A cost catalog overriding the built-in one.
+    #[arg(long)]
+    catalog: Option<PathBuf>,
+}
+
 /// The scenario in `file`, or the built-in default; `seed` overrides its seed.
 fn load(file: Option<PathBuf>, seed: Option<u64>) -> Result<Scenario, String> {
     let mut scenario = match file {
@@ -197,13 +259,7 @@ fn load_with(
     catalog: Option<PathBuf>,
     seed: Option<u64>,
 ) -> Result<Scenario, String> {
-    let mut base = Catalog::builtin();
-    if let Some(path) = catalog {
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("--catalog {}: {e}", path.display()))?;
-        base.merge_text(&text, &path.display().to_string())
-            .map_err(|e| format!("--catalog {e}"))?;
-    }
+    let base = self::catalog(catalog.as_ref())?;
     let mut scenario = match file {
         Some(f) => Scenario::load_with(&f, &base),
         None => Scenario::builtin_cluster(&base),
@@ -213,6 +269,161 @@ fn load_with(
         scenario.seed = s;
     }
     Ok(scenario)
+}
+
+/// The catalog: the built-in one, overridden by the file `path`.
+fn catalog(path: Option<&PathBuf>) -> Result<Catalog, String> {
+    let mut base = Catalog::builtin();
+    if let Some(path) = path {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("--catalog {}: {e}", path.display()))?;
+        base.merge_text(&text, &path.display().to_string())
+            .map_err(|e| format!("--catalog {e}"))?;
+    }
+    Ok(base)
+}
+
+/// `fabricsim sweep`: validates every point, then runs them here, or writes (and submits)
+/// the Slurm array, or runs one array task, or collects; results.csv and plots at the end.
+fn sweep(a: SweepArgs) -> Result<Completion, Failure> {
+    for m in &a.plot {
+        sweep::check_metric(m)?;
+    }
+    if a.collect {
+        let n = sweep::collect(&a.target)?;
+        if !a.plot.is_empty() {
+            sweep::plot::write(&a.target, &a.plot, &sweep::keys(&a.target)?)?;
+        }
+        out(&format!(
+            "{n} finished points joined into {}\n",
+            a.target.join("results.csv").display()
+        ))?;
+        return Ok(Completion::Complete);
+    }
+    let dir = a
+        .out
+        .clone()
+        .expect("clap requires --out without --collect");
+    let rows = match &a.table {
+        Some(t) => sweep::read_table(t)?,
+        None => {
+            let sets = a
+                .sets
+                .iter()
+                .map(|s| sweep::parse_set(s))
+                .collect::<Result<Vec<_>, _>>()?;
+            sweep::combinations(&sweep::SweepSpec {
+                file: a.target.clone(),
+                sets,
+                zip: a.zip,
+            })?
+        }
+    };
+    let points = sweep::points(&a.target, rows, &catalog(a.catalog.as_ref())?)?;
+    sweep::prepare(&dir, &sweep::manifest(&a.target, &points))?;
+    let progress = if let Some(task) = a.task {
+        sweep::run_task(&dir, &points, task, a.per_task as usize)?
+    } else if a.slurm || a.slurm_script {
+        return slurm(&a, &dir, points.len());
+    } else {
+        let jobs = a.jobs.map_or_else(
+            || std::thread::available_parallelism().map_or(1, |n| n.get()),
+            |j| j as usize,
+        );
+        let command = task_command(&a, &dir)?;
+        sweep::run_local(&dir, &points, jobs, sweep::Runner::Child(&command))?
+    };
+    if a.task.is_none() {
+        sweep::collect(&dir)?;
+        if !a.plot.is_empty() {
+            sweep::plot::write(&dir, &a.plot, &sweep::keys(&dir)?)?;
+        }
+    }
+    for f in &progress.failed {
+        eprintln!("fabricsim sweep: point {f}");
+    }
+    out(&format!(
+        "{} points: {} run, {} already finished, {} failed; results in {}\n",
+        points.len(),
+        progress.ran,
+        progress.skipped,
+        progress.failed.len(),
+        dir.join("results.csv").display()
+    ))?;
+    Ok(if progress.failed.is_empty() {
+        Completion::Complete
+    } else {
+        Completion::Unfinished
+    })
+}
+
+/// The command line that runs this sweep's array tasks (absolute paths, without --task
+/// and --per-task): what the Slurm script and the local child processes run.
+fn task_command(a: &SweepArgs, dir: &std::path::Path) -> Result<Vec<String>, String> {
+    use sweep::slurm::absolute;
+    let exe = std::env::current_exe().map_err(|e| format!("the fabricsim binary's path: {e}"))?;
+    let mut command = vec![
+        exe.display().to_string(),
+        "sweep".into(),
+        absolute(&a.target).display().to_string(),
+    ];
+    for s in &a.sets {
+        command.extend(["--set".into(), s.clone()]);
+    }
+    if a.zip {
+        command.push("--zip".into());
+    }
+    if let Some(t) = &a.table {
+        command.extend(["--table".into(), absolute(t).display().to_string()]);
+    }
+    if let Some(c) = &a.catalog {
+        command.extend(["--catalog".into(), absolute(c).display().to_string()]);
+    }
+    command.extend(["--out".into(), absolute(dir).display().to_string()]);
+    Ok(command)
+}
+
+/// `--slurm` / `--slurm-script`: writes DIR/sweep.sbatch for the array and submits it.
+fn slurm(a: &SweepArgs, dir: &std::path::Path, points: usize) -> Result<Completion, Failure> {
+    use sweep::slurm::{absolute, script, submit, SlurmOptions};
+    let mut command = task_command(a, dir)?;
+    command.extend(["--per-task".into(), a.per_task.to_string()]);
+    let dir = absolute(dir);
+    let options = SlurmOptions {
+        partition: a.partition.clone(),
+        time: a.time.clone(),
+        mem: a.mem.clone(),
+        max_running: a.max_running,
+    };
+    let tasks = points.div_ceil(a.per_task as usize);
+    let text = script(&dir, &command, tasks, &options);
+    std::fs::create_dir_all(dir.join("slurm"))
+        .map_err(|e| format!("--out {}: {e}", dir.display()))?;
+    let path = dir.join("sweep.sbatch");
+    fabricsim_experiment::output::write_file(&path, text.as_bytes())
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if !a.slurm {
+        out(&format!("{}\n", path.display()))?;
+        return Ok(Completion::Complete);
+    }
+    let job = submit(&path, a.wait)?;
+    if a.wait {
+        let n = sweep::collect(&dir)?;
+        if !a.plot.is_empty() {
+            sweep::plot::write(&dir, &a.plot, &sweep::keys(&dir)?)?;
+        }
+        out(&format!(
+            "job {job}: {n} of {points} points finished; results in {}\n",
+            dir.join("results.csv").display()
+        ))?;
+        return Ok(if n == points {
+            Completion::Complete
+        } else {
+            Completion::Unfinished
+        });
+    }
+    out(&format!("submitted job {job}: {tasks} array tasks; `fabricsim sweep {} --collect` joins the results\n", dir.display()))?;
+    Ok(Completion::Complete)
 }
 
 /// Refuses a run estimated not to fit in memory, unless forced.
@@ -291,6 +502,7 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
             }
             Ok(completion(&[&summary]))
         }
+        Command::Sweep(args) => sweep(args),
         Command::Check { file } => {
             let scenario = load(Some(file), None)?;
             let e = estimate::estimate(&scenario)?;

@@ -26,3 +26,4 @@ pub mod report;
 pub mod results;
 pub mod runner;
 pub mod scenario;
+pub mod sweep;

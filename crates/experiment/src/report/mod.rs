@@ -4,6 +4,8 @@
 
 mod plots;
 
+pub use plots::line_plot;
+
 use crate::compare::{self, Comparison};
 use crate::output;
 use std::fmt::Write as _;

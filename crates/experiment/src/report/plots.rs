@@ -500,3 +500,68 @@ pub fn dcqcn_rates(c: &Comparison) -> Option<String> {
         Ok(())
     }))
 }
+
+/// Lines of (x, y) points, one per named series; a log x axis if `log_x`; with `labels`,
+/// x is an index into them (names rather than numbers).
+pub fn line_plot(
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+    log_x: bool,
+    labels: Option<&[String]>,
+) -> String {
+    let xs = || series.iter().flat_map(|s| s.1.iter().map(|p| p.0));
+    let (lo, hi) = xs().fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(x), b.max(x)));
+    let (lo, hi) = if lo > hi { (0.0, 1.0) } else { (lo, hi) };
+    let y_hi = top(series.iter().flat_map(|s| s.1.iter().map(|p| p.1)));
+    let color = |k: usize| PALETTE[k % PALETTE.len()];
+    let label_of = |x: &f64| -> String {
+        match labels {
+            Some(l) if x.fract() == 0.0 && *x >= 0.0 => {
+                l.get(*x as usize).cloned().unwrap_or_default()
+            }
+            Some(_) => String::new(),
+            None => format!("{x}"),
+        }
+    };
+    svg(|root| {
+        let mut chart = ChartBuilder::on(&root);
+        chart
+            .caption(title, ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(60);
+        macro_rules! draw {
+            ($chart:expr) => {{
+                let mut chart = $chart;
+                chart
+                    .configure_mesh()
+                    .x_desc(x_desc)
+                    .y_desc(y_desc)
+                    .x_label_formatter(&label_of)
+                    .draw()?;
+                for (k, (name, points)) in series.iter().enumerate() {
+                    let c = color(k);
+                    chart
+                        .draw_series(LineSeries::new(points.iter().copied(), c.stroke_width(2)))?
+                        .label(name.as_str())
+                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c));
+                    chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
+                }
+                chart
+                    .configure_series_labels()
+                    .border_style(BLACK)
+                    .background_style(WHITE)
+                    .draw()?;
+            }};
+        }
+        if log_x {
+            draw!(chart.build_cartesian_2d((lo * 0.8..hi * 1.25).log_scale(), 0.0..y_hi)?);
+        } else {
+            let pad = ((hi - lo) * 0.05).max(0.5);
+            draw!(chart.build_cartesian_2d(lo - pad..hi + pad, 0.0..y_hi)?);
+        }
+        Ok(())
+    })
+}
