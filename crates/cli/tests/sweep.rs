@@ -414,3 +414,54 @@ fn a_sweep_under_slurm_matches_the_local_one_bit_for_bit() {
     );
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A sweep table: the header names the keys, each row is one point.
+#[test]
+fn a_sweep_table_gives_one_point_per_row() {
+    let d = tmpdir("table");
+    let table = d.join("points.csv");
+    std::fs::write(
+        &table,
+        "fabric.kind,traffic.0.size\ninfiniband,1MiB\n# a comment\nrocev2,\"2MiB\"\n",
+    )
+    .unwrap();
+    let o = d.join("s");
+    let out = run(&[
+        "sweep",
+        &example("sweep-nccl-sizes.toml"),
+        "--table",
+        table.to_str().unwrap(),
+        "--out",
+        o.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let csv = std::fs::read_to_string(o.join("results.csv")).unwrap();
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    assert_eq!(rows.len(), 2);
+    assert!(
+        rows[0].starts_with("p0000,infiniband,1MiB,infiniband,"),
+        "{}",
+        rows[0]
+    );
+    assert!(
+        rows[1].starts_with("p0001,rocev2,2MiB,rocev2,"),
+        "{}",
+        rows[1]
+    );
+    std::fs::write(&table, "fabric.kind,traffic.0.size\ninfiniband\n").unwrap();
+    let bad = run(&[
+        "sweep",
+        &example("sweep-nccl-sizes.toml"),
+        "--table",
+        table.to_str().unwrap(),
+        "--out",
+        d.join("t").to_str().unwrap(),
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("line 2: 1 values for 2 keys"));
+    let _ = std::fs::remove_dir_all(&d);
+}
