@@ -120,61 +120,41 @@ fn a_sweep_runs_every_point_and_joins_them() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// `fabricsim sweep FILE ARGS --out DIR` exits 2 saying `needle`, and writes nothing.
+fn refused(file: &str, args: &[&str], needle: &str) {
+    let d = tmpdir("refused");
+    let o = d.join("s");
+    let out = run(&[&["sweep", file], args, &["--out", o.to_str().unwrap()]].concat());
+    assert_eq!(out.status.code(), Some(2), "{args:?}");
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains(needle), "{args:?}: {e}");
+    assert!(!o.exists(), "nothing ran, nothing written");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 #[test]
 fn every_point_is_validated_before_any_runs() {
-    let d = tmpdir("invalid");
-    let o = d.join("s");
     let f = example("sweep-ecn-incast.toml");
-    let bad = run(&[
-        "sweep",
+    refused(
         &f,
-        "--set",
-        "fabric.rocev2.ecn.kmin=20KB,100KB,lots",
-        "--out",
-        o.to_str().unwrap(),
-    ]);
-    assert_eq!(bad.status.code(), Some(2));
-    let e = String::from_utf8_lossy(&bad.stderr);
-    assert!(
-        e.contains("point p0002 (fabric.rocev2.ecn.kmin=lots): fabric.rocev2.ecn.kmin = \"lots\""),
-        "{e}"
+        &["--set", "fabric.rocev2.ecn.kmin=20KB,100KB,lots"],
+        "point p0002 (fabric.rocev2.ecn.kmin=lots): fabric.rocev2.ecn.kmin = \"lots\"",
     );
-    assert!(!o.exists(), "nothing ran, nothing written");
-    let zip = run(&[
-        "sweep",
+    refused(
         &f,
-        "--set",
-        "seed=1,2",
-        "--set",
-        "fabric.kind=rocev2",
+        &["--set", "seed=1,2", "--set", "fabric.kind=rocev2", "--zip"],
         "--zip",
-        "--out",
-        o.to_str().unwrap(),
-    ]);
-    assert_eq!(zip.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&zip.stderr).contains("--zip"));
-    let metric = run(&[
-        "sweep",
+    );
+    refused(
         &f,
-        "--set",
-        "seed=1,2",
-        "--plot",
-        "speed",
-        "--out",
-        o.to_str().unwrap(),
-    ]);
-    assert_eq!(metric.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&metric.stderr).contains("--plot speed"));
-    let index = run(&[
-        "sweep",
+        &["--set", "seed=1,2", "--plot", "speed"],
+        "--plot speed",
+    );
+    refused(
         &f,
-        "--set",
-        "traffic.7.size=1MiB",
-        "--out",
-        o.to_str().unwrap(),
-    ]);
-    assert!(String::from_utf8_lossy(&index.stderr).contains("traffic has entries 0 to 1"));
-    let _ = std::fs::remove_dir_all(&d);
+        &["--set", "traffic.7.size=1MiB"],
+        "traffic has entries 0 to 1",
+    );
 }
 
 /// A point that fails at run time (a switch buffer smaller than its PFC headroom) is

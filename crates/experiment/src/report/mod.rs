@@ -106,51 +106,56 @@ pub fn html(c: &Comparison) -> String {
             );
         }
     };
-    figure(
-        "job-cost",
-        plots::job_cost(c),
-        "The job's cost: its GPUs' hours and its network's hours.",
-    );
-    figure(
-        "iteration",
-        plots::iteration_split(c),
-        "Training iteration time: compute, and communication not hidden behind it.",
-    );
-    figure(
-        "busbw",
-        plots::collective_busbw(c),
-        "Collective bus bandwidth, as nccl-tests reports it.",
-    );
-    figure(
-        "fct-cdf",
-        Some(plots::fct_cdf(c)),
-        "Flow completion times (every message of the run).",
-    );
-    figure(
-        "slowdown",
-        Some(plots::slowdown_by_size(c)),
-        "Mean slowdown (FCT over the ideal on an empty network) by flow size.",
-    );
-    figure(
-        "queues",
-        Some(plots::ports(c)),
-        "Peak egress queue of the ten busiest ports.",
-    );
-    figure(
-        "paused",
-        plots::paused(c),
-        "Time RoCEv2 ports were held by PFC pauses.",
-    );
-    figure(
-        "dcqcn",
-        plots::dcqcn_rates(c),
-        "DCQCN pacing rate of the flows cut most often.",
-    );
-    figure(
-        "cost",
-        Some(plots::cost_breakdown(c)),
-        "Network cost over its lifetime, by part.",
-    );
+    let plots = [
+        (
+            "job-cost",
+            plots::job_cost(c),
+            "The job's cost: its GPUs' hours and its network's hours.",
+        ),
+        (
+            "iteration",
+            plots::iteration_split(c),
+            "Training iteration time: compute, and communication not hidden behind it.",
+        ),
+        (
+            "busbw",
+            plots::collective_busbw(c),
+            "Collective bus bandwidth, as nccl-tests reports it.",
+        ),
+        (
+            "fct-cdf",
+            Some(plots::fct_cdf(c)),
+            "Flow completion times (every message of the run).",
+        ),
+        (
+            "slowdown",
+            Some(plots::slowdown_by_size(c)),
+            "Mean slowdown (FCT over the ideal on an empty network) by flow size.",
+        ),
+        (
+            "queues",
+            Some(plots::ports(c)),
+            "Peak egress queue of the ten busiest ports.",
+        ),
+        (
+            "paused",
+            plots::paused(c),
+            "Time RoCEv2 ports were held by PFC pauses.",
+        ),
+        (
+            "dcqcn",
+            plots::dcqcn_rates(c),
+            "DCQCN pacing rate of the flows cut most often.",
+        ),
+        (
+            "cost",
+            Some(plots::cost_breakdown(c)),
+            "Network cost over its lifetime, by part.",
+        ),
+    ];
+    for (id, svg, caption) in plots {
+        figure(id, svg, caption);
+    }
     h.push_str("<h2>Bill of materials</h2>\n");
     for run in &c.runs {
         let _ = write!(

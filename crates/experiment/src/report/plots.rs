@@ -43,6 +43,20 @@ fn svg(f: impl FnOnce(DrawingArea<SVGBackend, plotters::coord::Shift>) -> Drawn)
     }
 }
 
+/// A chart's frame: the title, margins and label areas every plot here shares.
+fn frame<'a, 'b, DB: DrawingBackend>(
+    root: &'a DrawingArea<DB, plotters::coord::Shift>,
+    title: &'b str,
+    y_area: u32,
+) -> ChartBuilder<'a, 'b, DB> {
+    let mut b = ChartBuilder::on(root);
+    b.caption(title, ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(y_area);
+    b
+}
+
 /// Upper bound for an axis over `values`, never zero.
 fn top(values: impl Iterator<Item = f64>) -> f64 {
     let m = values.filter(|v| v.is_finite()).fold(0.0, f64::max);
@@ -78,11 +92,7 @@ pub fn fct_cdf(c: &Comparison) -> String {
         .max(1e-3);
     let hi = top(series.iter().flatten().copied()).max(lo * 10.0);
     svg(|root| {
-        let mut chart = ChartBuilder::on(&root)
-            .caption("Flow completion time, CDF", ("sans-serif", 18))
-            .margin(10)
-            .x_label_area_size(40)
-            .y_label_area_size(50)
+        let mut chart = frame(&root, "Flow completion time, CDF", 50)
             .build_cartesian_2d((lo * 0.9..hi).log_scale(), 0.0..1.0)?;
         chart
             .configure_mesh()
@@ -136,11 +146,7 @@ pub fn slowdown_by_size(c: &Comparison) -> String {
     let hi = xs().fold(0.0, f64::max).max(lo * 4.0) * 2.0;
     let y_hi = top(series.iter().flatten().map(|p| p.1)).max(1.5);
     svg(|root| {
-        let mut chart = ChartBuilder::on(&root)
-            .caption("Mean slowdown by flow size", ("sans-serif", 18))
-            .margin(10)
-            .x_label_area_size(40)
-            .y_label_area_size(50)
+        let mut chart = frame(&root, "Mean slowdown by flow size", 50)
             .build_cartesian_2d((lo / 2.0..hi).log_scale(), 0.0..y_hi)?;
         chart
             .configure_mesh()
@@ -171,12 +177,8 @@ fn stacked(title: &str, unit: &str, parts: &[(String, [f64; 2], RGBColor)]) -> S
     let total = |i: usize| parts.iter().map(|p| p.1[i].max(0.0)).sum::<f64>();
     let x_hi = top([total(0), total(1)].into_iter());
     svg(|root| {
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
-            .margin(10)
-            .x_label_area_size(40)
-            .y_label_area_size(90)
-            .build_cartesian_2d(0.0..x_hi, (0..1).into_segmented())?;
+        let mut chart =
+            frame(&root, title, 90).build_cartesian_2d(0.0..x_hi, (0..1).into_segmented())?;
         chart
             .configure_mesh()
             .disable_y_mesh()
@@ -311,11 +313,7 @@ fn grouped(title: &str, unit: &str, labels: &[String], values: &[[f64; 2]]) -> S
     let y_hi = top(values.iter().flatten().copied());
     let n = labels.len().max(1) as i32;
     svg(|root| {
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
-            .margin(10)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
+        let mut chart = frame(&root, title, 60)
             // A segmented 0..m range has m + 1 segments: one per group.
             .build_cartesian_2d((0..n - 1).into_segmented(), 0.0..y_hi)?;
         chart
@@ -471,14 +469,7 @@ pub fn dcqcn_rates(c: &Comparison) -> Option<String> {
     let x_hi = top(series.iter().flatten().map(|p| p.0));
     let y_hi = top(series.iter().flatten().map(|p| p.1));
     Some(svg(|root| {
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                "RoCEv2: DCQCN rate of the most-cut flows",
-                ("sans-serif", 18),
-            )
-            .margin(10)
-            .x_label_area_size(40)
-            .y_label_area_size(50)
+        let mut chart = frame(&root, "RoCEv2: DCQCN rate of the most-cut flows", 50)
             .build_cartesian_2d(0.0..x_hi, 0.0..y_hi)?;
         chart
             .configure_mesh()
@@ -526,12 +517,7 @@ pub fn line_plot(
         }
     };
     svg(|root| {
-        let mut chart = ChartBuilder::on(&root);
-        chart
-            .caption(title, ("sans-serif", 18))
-            .margin(10)
-            .x_label_area_size(40)
-            .y_label_area_size(60);
+        let mut chart = frame(&root, title, 60);
         macro_rules! draw {
             ($chart:expr) => {{
                 let mut chart = $chart;
