@@ -57,6 +57,20 @@ fn frame<'a, 'b, DB: DrawingBackend>(
     b
 }
 
+/// The series' legend, boxed, at `at`.
+fn legend<'a, CT: plotters::coord::CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+    at: SeriesLabelPosition,
+) -> Drawn {
+    chart
+        .configure_series_labels()
+        .position(at)
+        .border_style(BLACK)
+        .background_style(WHITE)
+        .draw()?;
+    Ok(())
+}
+
 /// Upper bound for an axis over `values`, never zero.
 fn top(values: impl Iterator<Item = f64>) -> f64 {
     let m = values.filter(|v| v.is_finite()).fold(0.0, f64::max);
@@ -112,11 +126,7 @@ pub fn fct_cdf(c: &Comparison) -> String {
                 .label(NAMES[i])
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], COLORS[i]));
         }
-        chart
-            .configure_series_labels()
-            .border_style(BLACK)
-            .background_style(WHITE)
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
         Ok(())
     })
 }
@@ -163,11 +173,7 @@ pub fn slowdown_by_size(c: &Comparison) -> String {
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], COLORS[i]));
             chart.draw_series(s.iter().map(|&p| Circle::new(p, 4, COLORS[i].filled())))?;
         }
-        chart
-            .configure_series_labels()
-            .border_style(BLACK)
-            .background_style(WHITE)
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
         Ok(())
     })
 }
@@ -211,12 +217,7 @@ fn stacked(title: &str, unit: &str, parts: &[(String, [f64; 2], RGBColor)]) -> S
                 }
             }
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .border_style(BLACK)
-            .background_style(WHITE)
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::LowerRight)?;
         Ok(())
     })
 }
@@ -349,11 +350,7 @@ fn grouped(title: &str, unit: &str, labels: &[String], values: &[[f64; 2]]) -> S
                 Rectangle::new([(x, y - 5), (x + 12, y + 5)], COLORS[fabric].filled())
             });
         }
-        chart
-            .configure_series_labels()
-            .border_style(BLACK)
-            .background_style(WHITE)
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
         Ok(())
     })
 }
@@ -483,11 +480,7 @@ pub fn dcqcn_rates(c: &Comparison) -> Option<String> {
                 .label(format!("flow {}", flows[k]))
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
         }
-        chart
-            .configure_series_labels()
-            .border_style(BLACK)
-            .background_style(WHITE)
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
         Ok(())
     }))
 }
@@ -535,11 +528,7 @@ pub fn line_plot(
                         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c));
                     chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
                 }
-                chart
-                    .configure_series_labels()
-                    .border_style(BLACK)
-                    .background_style(WHITE)
-                    .draw()?;
+                legend(&mut chart, SeriesLabelPosition::UpperRight)?;
             }};
         }
         if log_x {
