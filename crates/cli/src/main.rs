@@ -9,7 +9,7 @@ use fabricsim_experiment::formats::pcap::LinkType;
 use fabricsim_experiment::runner::{self, PcapRequest, RunRequest};
 use fabricsim_experiment::scenario::{FabricKind, Scenario};
 use fabricsim_experiment::{
-    bench, collective_sweep, compare, estimate, heap, report, results, sweep,
+    bench, collective_sweep, compare, estimate, heap, report, results, sweep, validate,
 };
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -128,6 +128,20 @@ enum Command {
     /// Sweep a scenario over values of its keys (their cross product, or --zip), on every
     /// core or as a Slurm job array; resumable: finished points are kept and skipped.
     Sweep(SweepArgs),
+    /// Run the built-in suite of scenarios that reproduce published measurements and print
+    /// measured against simulated, with each source (exit status 3 if a case moved).
+    Validate {
+        /// Print the list of {"case", "measured", "simulated", "error", "unit", "source"}.
+        #[arg(long)]
+        json: bool,
+        /// Write validation.html (table and simulated-against-measured plot) and
+        /// validation.json into this folder.
+        #[arg(long)]
+        report: Option<PathBuf>,
+        /// The suite's folder (default examples/validation).
+        #[arg(long)]
+        suite: Option<PathBuf>,
+    },
     /// Validate a scenario and print the effective configuration, defaults filled in.
     Check { file: PathBuf },
     /// Run the reference benchmark and print events/s, ns/event, wall time and memory.
@@ -503,6 +517,37 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
             Ok(completion(&[&summary]))
         }
         Command::Sweep(args) => sweep(args),
+        Command::Validate {
+            json: as_json,
+            report,
+            suite,
+        } => {
+            let dir = suite.unwrap_or_else(validate::default_suite);
+            let results = validate::run_suite(&dir, &Catalog::builtin())?;
+            if let Some(r) = &report {
+                validate::write_report(r, &results)
+                    .map_err(|e| format!("--report {}: {e}", r.display()))?;
+            }
+            if as_json {
+                out(&json(&results))?;
+            } else {
+                out(&validate::table(&results))?;
+            }
+            let moved: Vec<&str> = results
+                .iter()
+                .filter(|r| !r.holds())
+                .map(|r| r.case.as_str())
+                .collect();
+            if moved.is_empty() {
+                Ok(Completion::Complete)
+            } else {
+                eprintln!(
+                    "fabricsim validate: outside tolerance (or moved from the recorded figure): {}",
+                    moved.join(", ")
+                );
+                Ok(Completion::Unfinished)
+            }
+        }
         Command::Check { file } => {
             let scenario = load(Some(file), None)?;
             let e = estimate::estimate(&scenario)?;

@@ -640,3 +640,38 @@ fn ipv6_roce_frames_carry_a_valid_udp_checksum() {
     // 1: the checksum verified.
     assert!(statuses.iter().all(|s| *s == "1"), "{text}");
 }
+
+/// The validation suite: every case within its tolerance or a known miss that has not
+/// moved from its recorded figure; the JSON list of SCENARIO.md v2 and the report.
+#[test]
+fn validate_holds_every_case_and_reports_them() {
+    let d = tmpdir("validate");
+    let report = d.join("report");
+    let out = run(&["validate", "--json", "--report", report.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cases = v.as_array().unwrap();
+    assert!(cases.len() >= 10);
+    for c in cases {
+        for k in ["case", "unit", "source"] {
+            assert!(c[k].is_string(), "{k} in {c}");
+        }
+        let (m, s, e) = (
+            c["measured"].as_f64().unwrap(),
+            c["simulated"].as_f64().unwrap(),
+            c["error"].as_f64().unwrap(),
+        );
+        assert!((e - (s - m) / m).abs() < 1e-12);
+        assert!(
+            c["within"].as_bool().unwrap() || c["known_miss"].is_string(),
+            "{c}"
+        );
+    }
+    let html = std::fs::read_to_string(report.join("validation.html")).unwrap();
+    assert!(html.contains("id=\"plot-identity\"") && html.contains("<svg"));
+    assert!(report.join("validation.json").is_file());
+}

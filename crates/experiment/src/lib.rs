@@ -27,3 +27,4 @@ pub mod results;
 pub mod runner;
 pub mod scenario;
 pub mod sweep;
+pub mod validate;

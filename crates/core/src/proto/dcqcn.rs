@@ -92,7 +92,10 @@ impl DcqcnPreset {
                 clamp_target_always: true,
             },
             DcqcnPreset::HpccNs3 => {
-                let scale = |m: u64| BitRate(m * 1_000_000 * line.bps() / 25_000_000_000);
+                // In u128: m Mb/s x a 400G line rate overflows u64.
+                let scale = |m: u64| {
+                    BitRate((m as u128 * 1_000_000 * line.bps() as u128 / 25_000_000_000) as u64)
+                };
                 DcqcnParams {
                     // Unverified: the HPCC configuration's EWMA gain of 1/256.
                     g: 1.0 / 256.0,
@@ -360,5 +363,16 @@ mod tests {
         assert!(!d.on_cnp(Time::from_us(2), &p));
         d.advance(Time::from_us(5), &p);
         assert!(d.on_cnp(Time::from_us(5), &p));
+    }
+
+    /// The ns-3 preset's steps scale with the line rate from 25 Gb/s, without overflow
+    /// at 400G and above (5 and 50 Mb/s at 25G).
+    #[test]
+    fn hpcc_ns3_steps_scale_with_the_line_rate() {
+        for gbps in [25u64, 100, 400, 800, 1600] {
+            let p = DcqcnPreset::HpccNs3.params(BitRate::gbps(gbps));
+            assert_eq!(p.rate_ai.bps(), 5_000_000 * gbps / 25);
+            assert_eq!(p.rate_hai.bps(), 50_000_000 * gbps / 25);
+        }
     }
 }

@@ -4,7 +4,7 @@
 
 mod plots;
 
-pub use plots::line_plot;
+pub use plots::{identity_plot, line_plot};
 
 use crate::compare::{self, Comparison};
 use crate::output;

@@ -540,3 +540,39 @@ pub fn line_plot(
         Ok(())
     })
 }
+
+/// Simulated against measured (log-log), the identity line and its ±5 % band; one point
+/// per named case.
+pub fn identity_plot(title: &str, points: &[(String, f64, f64)]) -> String {
+    let all = || points.iter().flat_map(|p| [p.1, p.2]).filter(|v| *v > 0.0);
+    let lo = all().fold(f64::MAX, f64::min).min(1.0) * 0.7;
+    let hi = all().fold(0.0, f64::max).max(lo * 10.0) * 1.4;
+    svg(|root| {
+        let mut chart = frame(&root, title, 60)
+            .build_cartesian_2d((lo..hi).log_scale(), (lo..hi).log_scale())?;
+        chart
+            .configure_mesh()
+            .x_desc("measured")
+            .y_desc("simulated")
+            .draw()?;
+        let line = |k: f64| {
+            (0..=40).map(move |i| {
+                let x = lo * (hi / lo).powf(i as f64 / 40.0);
+                (x, x * k)
+            })
+        };
+        chart
+            .draw_series(LineSeries::new(line(1.0), BLACK.stroke_width(1)))?
+            .label("simulated = measured")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
+        for k in [0.95, 1.05] {
+            chart.draw_series(LineSeries::new(line(k), RGBColor(0xaa, 0xaa, 0xaa)))?;
+        }
+        for (i, (_, m, s)) in points.iter().enumerate() {
+            let c = PALETTE[i % PALETTE.len()];
+            chart.draw_series(std::iter::once(Circle::new((*m, *s), 5, c.filled())))?;
+        }
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
+        Ok(())
+    })
+}

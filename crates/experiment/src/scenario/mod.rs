@@ -61,6 +61,10 @@ struct FileRoot {
     cluster: Option<cluster::FileCluster>,
     cost: Option<cost::FileCost>,
     catalog: Option<toml::Table>,
+    /// `[[validation]]`: a validation case's reference figures, read by `fabricsim
+    /// validate` (crate::validate), not by a run.
+    #[serde(rename = "validation")]
+    _validation: Option<toml::Value>,
 }
 
 /// A validated scenario with every default filled in.
