@@ -115,3 +115,26 @@ fn bad_ns3_files_are_named_and_exit_2() {
         "{err}"
     );
 }
+
+/// A topology file's hosts set the NIC rate (DCQCN's steps, PFC headroom and the ECN scale
+/// follow it); a fabric.link_rate that says otherwise is refused, not silently used.
+#[test]
+fn a_file_topology_s_host_rate_is_the_nic_rate() {
+    let d = tmpdir("nicrate");
+    let slow = STAR.replace("400Gbps", "100Gbps");
+    std::fs::write(d.join("star.topo"), &slow).unwrap();
+    std::fs::write(d.join("star.flows"), FLOWS).unwrap();
+    let s = Scenario::parse_in(&from_files("rocev2"), "s", &d).unwrap();
+    assert_eq!(s.link_rate.bps(), 100_000_000_000);
+    let conflicting = from_files("rocev2").replace(
+        "kind = \"rocev2\"",
+        "kind = \"rocev2\"\nlink_rate = \"400Gbps\"",
+    );
+    let e = Scenario::parse_in(&conflicting, "c", &d)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("fabric.link_rate = \"400Gbps\": the topology file's hosts link at 100Gbps"),
+        "{e}"
+    );
+}

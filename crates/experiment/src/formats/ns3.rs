@@ -27,6 +27,17 @@ impl Ns3Topology {
         Some(node - self.switches.iter().filter(|&&s| s < node).count() as u32)
     }
 
+    /// The rate of the hosts' links (their NICs), if every host's is the same.
+    pub fn host_rate(&self) -> Option<BitRate> {
+        let mut rates = self
+            .links
+            .iter()
+            .filter(|l| !self.switches.contains(&l.a) || !self.switches.contains(&l.b))
+            .map(|l| l.rate);
+        let first = rates.next()?;
+        rates.all(|r| r == first).then_some(first)
+    }
+
     pub fn host_count(&self) -> u32 {
         self.nodes - self.switches.len() as u32
     }

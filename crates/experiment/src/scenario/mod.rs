@@ -209,6 +209,18 @@ impl Scenario {
             }
             (None, t) => topology::parse(&c, t.as_ref().unwrap_or(&Default::default()), link_rate, base)?,
         };
+        // A topology file gives its links' rates; the NIC rate (which DCQCN's steps,
+        // PFC headroom and the ECN scale follow) is its hosts' rate, not a default.
+        if let TopologySpec::File { graph, .. } = &topo.spec {
+            if let Some(nic) = graph.host_rate() {
+                if root.fabric.link_rate.is_some() && nic != link_rate {
+                    return Err(invalid(format!(
+                        "fabric.link_rate = \"{link_rate}\": the topology file's hosts link at {nic}; the NIC settings scale from the NIC rate, so give {nic} or leave fabric.link_rate out"
+                    )));
+                }
+                link_rate = nic;
+            }
+        }
         let hosts = topo.spec.hosts();
         rocev2::parse(&c, &root.fabric.rocev2, &mut roce, link_rate, hosts)?;
         topology::check_leaves(&topo.spec)?;
