@@ -250,3 +250,23 @@ fn cluster_errors_name_the_key() {
     let e = err("[cost]\nsoftware = [\"h100-sxm\"]");
     assert!(e.contains("cost.software = \"h100-sxm\""), "{e}");
 }
+
+/// A RoCEv2 run that deadlocks: the job does not finish there, so InfiniBand is named,
+/// the deadlock is among the reasons, and the report (plots of a run with unfinished
+/// flows included) is still drawn.
+#[test]
+fn a_deadlocked_run_still_gets_a_decision_and_a_report() {
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/rocev2-pfc-deadlock.toml");
+    let c = compare::run_both(&Scenario::load(&file).unwrap(), true).unwrap();
+    assert!(c.runs[1].summary.deadlock.is_some());
+    assert_eq!(c.runs[1].cost.job_cost_usd, None);
+    assert_eq!(c.recommendation.fabric, "infiniband");
+    assert!(c
+        .recommendation
+        .reasons
+        .iter()
+        .any(|r| r.contains("a PFC deadlock that stopped the run")));
+    let html = fabricsim_experiment::report::html(&c);
+    assert!(html.contains("Recommendation: InfiniBand") && !html.contains("plot not drawn"));
+}

@@ -119,7 +119,7 @@ pub fn fct_cdf(c: &Comparison) -> String {
             let step = n.div_ceil(CDF_POINTS).max(1);
             let points = (step - 1..n)
                 .step_by(step)
-                .chain((n > 0 && (n - 1) % step != step - 1).then_some(n - 1))
+                .chain(n.checked_sub(1).filter(|last| last % step != step - 1))
                 .map(|k| (v[k], (k + 1) as f64 / n as f64));
             chart
                 .draw_series(LineSeries::new(points, COLORS[i].stroke_width(2)))?
