@@ -1,6 +1,7 @@
 //! The `fabricsim` command line. Standard output carries results only; progress and
 //! errors go to standard error. Exit status: 0 for a clean, complete run; 3 for a run that
-//! ended with flows unfinished (a deadlock, `stop_at`, a pause storm); 2 for bad input; 141
+//! ended with flows unfinished (a deadlock, `stop_at`, a pause storm), a sweep with a failed
+//! point or a validation case out of tolerance; 2 for bad input; 141
 //! (as after SIGPIPE), quietly, when standard output is closed early.
 
 use clap::{Parser, Subcommand, ValueEnum};
