@@ -5,7 +5,7 @@ use crate::results::{collective_results, CollectiveResult};
 use crate::runner;
 use crate::scenario::Scenario;
 use fabricsim_core::units::{HostId, Time};
-use fabricsim_fabric::workload::collective::DEFAULT_CHUNK;
+use fabricsim_fabric::workload::collective::{NcclProtocol, DEFAULT_CHUNK};
 use fabricsim_fabric::workload::{Collective, CollectiveAlgorithm, CollectiveOp, Traffic};
 use std::fmt::Write as _;
 
@@ -65,6 +65,7 @@ pub fn template(
             start: Time::ZERO,
             channels: 1,
             chunk: DEFAULT_CHUNK,
+            protocol: NcclProtocol::Simple,
             sl: 0,
             root: 0,
             group: scenario.gpus_per_node,

@@ -293,3 +293,57 @@ fn sharp_all_reduce_runs_at_the_link_rate_in_algbw() {
         .unwrap();
     assert!(err.contains("InfiniBand"), "{err}");
 }
+
+/// NCCL's protocols carry data in lines with flags: LL128's 128-byte lines hold 120 bytes
+/// of data and LL's 16-byte lines 8, so a bandwidth-bound ring all-reduce reaches 15/16
+/// and 1/2 of Simple's bus bandwidth, on both fabrics. Each protocol's default step is
+/// its NCCL buffer over 8 steps, less its flags.
+#[test]
+fn nccl_protocols_cost_their_line_overhead() {
+    for fabric in ["infiniband", "rocev2"] {
+        let busbw = |protocol: &str| {
+            let s = single_switch(
+                fabric,
+                2,
+                &format!("op = \"all-reduce\"\nalgorithm = \"ring\"\nsize = \"64MiB\"\nprotocol = \"{protocol}\""),
+            );
+            run(&s).busbw_gbps.unwrap()
+        };
+        let simple = busbw("simple");
+        for (protocol, share) in [("ll128", 15.0 / 16.0), ("ll", 0.5)] {
+            let r = busbw(protocol) / simple;
+            assert!(
+                (r - share).abs() < 0.005 * share,
+                "{fabric} {protocol}: {r} of Simple"
+            );
+        }
+    }
+    let chunk = |protocol: &str| {
+        let s = single_switch(
+            "infiniband",
+            2,
+            &format!("op = \"all-reduce\"\nsize = \"1MiB\"\nprotocol = \"{protocol}\""),
+        );
+        match &s.traffic[0] {
+            fabricsim_fabric::workload::Traffic::Collective(c) => c.chunk,
+            _ => unreachable!(),
+        }
+    };
+    assert_eq!(
+        (chunk("simple"), chunk("ll128"), chunk("ll")),
+        (512 << 10, 576_000, 32 << 10)
+    );
+    let refused = |extra: &str| {
+        Scenario::parse(
+            &format!("[topology]\nkind = \"single-switch\"\nhosts = 4\n[[traffic]]\n{extra}\n"),
+            "t",
+        )
+        .unwrap_err()
+        .to_string()
+    };
+    let e = refused("kind = \"training\"\nsize = \"1MiB\"\nprotocol = \"ll\"");
+    assert!(e.contains("protocol") && e.contains("Simple"), "{e}");
+    let e =
+        refused("kind = \"collective\"\nop = \"all-reduce\"\nsize = \"1MiB\"\nprotocol = \"fast\"");
+    assert!(e.contains("protocol = \"fast\""), "{e}");
+}

@@ -10,7 +10,7 @@
 //! all ranks, expanded by [`super::collective`] with each rank's frontier as its start.
 //! Process groups are not modelled: every collective spans every rank.
 
-use super::collective::{expand_after, expand_all_reduce_after};
+use super::collective::{expand_after, expand_all_reduce_after, NcclProtocol};
 use super::{Collective, CollectiveAlgorithm, CollectiveOp, Frontier, Message, Workload};
 use fabricsim_core::units::{HostId, Time};
 use std::collections::{BTreeMap, VecDeque};
@@ -214,6 +214,7 @@ pub fn expand(job: &ChakraJob, w: &mut Workload) -> Result<Vec<(Collective, Rang
                 start: job.start + offset,
                 channels: job.channels,
                 chunk: job.chunk,
+                protocol: NcclProtocol::Simple,
                 sl: job.sl,
                 root: 0,
                 group: job.group,

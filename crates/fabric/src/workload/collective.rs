@@ -131,6 +131,62 @@ impl CollectiveAlgorithm {
 /// (NCCL_BUFFSIZE and NCCL_STEPS defaults), so 512 KiB.
 pub const DEFAULT_CHUNK: u64 = 512 << 10;
 
+/// NCCL's wire protocols, as NCCL's src/include/device.h lays out their buffers: what a
+/// step carries and how many bytes its data takes on the wire.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NcclProtocol {
+    /// Data as is, flags in writes of their own (not counted here).
+    #[default]
+    Simple,
+    /// 128-byte lines of 16 eight-byte elements, 15 of data and 1 flag
+    /// (NCCL_LL128_LINEELEMS, NCCL_LL128_DATAELEMS).
+    Ll128,
+    /// 16-byte lines of two 4-byte data words, each with its 4-byte flag.
+    Ll,
+}
+
+impl NcclProtocol {
+    pub const NAMES: [&'static str; 3] = ["simple", "ll128", "ll"];
+    const ALL: [NcclProtocol; 3] = [NcclProtocol::Simple, NcclProtocol::Ll128, NcclProtocol::Ll];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        let i = Self::NAMES.iter().position(|n| *n == s)?;
+        Some(Self::ALL[i])
+    }
+
+    pub fn name(self) -> &'static str {
+        Self::NAMES[Self::ALL.iter().position(|p| *p == self).expect("listed")]
+    }
+
+    /// (data bytes, wire bytes) of one line.
+    fn line(self) -> (u64, u64) {
+        match self {
+            NcclProtocol::Simple => (1, 1),
+            NcclProtocol::Ll128 => (120, 128),
+            NcclProtocol::Ll => (8, 16),
+        }
+    }
+
+    /// The bytes `data` bytes take on the wire: whole lines.
+    pub fn wire_bytes(self, data: u64) -> u64 {
+        let (d, l) = self.line();
+        data.div_ceil(d) * l
+    }
+
+    /// Data bytes per step: the protocol's default buffer over NCCL_STEPS (8), less its
+    /// flags. Simple: 4 MiB / 8. LL128: 120 elements x 640 threads x 8 steps x 8 B =
+    /// 4,915,200 B (NCCL_LL128_ELEMS_PER_THREAD, NCCL_LL128_MAX_NTHREADS), / 8 x 15/16 =
+    /// 576,000 B. LL: 8 lines x 512 threads x 8 steps x 16 B = 512 KiB
+    /// (NCCL_LL_LINES_PER_THREAD, NCCL_LL_MAX_NTHREADS), / 8 / 2 = 32 KiB.
+    pub fn default_chunk(self) -> u64 {
+        match self {
+            NcclProtocol::Simple => DEFAULT_CHUNK,
+            NcclProtocol::Ll128 => 576_000,
+            NcclProtocol::Ll => 32 << 10,
+        }
+    }
+}
+
 /// A collective over `ranks` (hosts, in ring order).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Collective {
@@ -142,8 +198,10 @@ pub struct Collective {
     /// Independent copies of the algorithm, each carrying a share of the data on its own
     /// connections (NCCL channels).
     pub channels: u32,
-    /// Pipelining unit of ring, tree and broadcast steps.
+    /// Pipelining unit of ring, tree and broadcast steps (data bytes).
     pub chunk: u64,
+    /// The wire protocol: each message carries its data in the protocol's lines.
+    pub protocol: NcclProtocol,
     pub sl: u8,
     /// Broadcast: the root, as an index into `ranks`.
     pub root: u32,
@@ -196,6 +254,12 @@ impl Collective {
         }
         if self.channels == 0 || self.chunk == 0 {
             return Err("channels and chunk must be at least 1".into());
+        }
+        if self.algorithm == A::Sharp && self.protocol != NcclProtocol::Simple {
+            return Err(format!(
+                "protocol {}: SHARP (NCCL's CollNet) runs the Simple protocol",
+                self.protocol.name()
+            ));
         }
         Ok(())
     }
@@ -309,7 +373,7 @@ impl Graph<'_> {
         let m = Message {
             src: self.c.ranks[from],
             dst: self.c.ranks[to],
-            size,
+            size: self.c.protocol.wire_bytes(size),
             start: self.c.start,
             sl: self.c.sl,
             local: None,
@@ -544,6 +608,7 @@ mod tests {
             start: Time::ZERO,
             channels: 1,
             chunk: 1 << 20,
+            protocol: NcclProtocol::Simple,
             sl: 0,
             root: 0,
             group: 1,

@@ -15,7 +15,7 @@
 //! (gradient / (T x P)) is all-reduced over the D replicas, bucket after bucket.
 //! `forward` and `backward` are then one microbatch's compute on one stage.
 
-use super::collective::{expand_all_reduce_after, share};
+use super::collective::{expand_all_reduce_after, share, NcclProtocol};
 use super::{Collective, CollectiveAlgorithm, CollectiveOp, Dep, Frontier, Message, Workload};
 use fabricsim_core::units::{HostId, Time};
 use std::ops::Range;
@@ -104,6 +104,7 @@ impl Training {
             start: self.start,
             channels: self.channels,
             chunk: self.chunk,
+            protocol: NcclProtocol::Simple,
             sl: self.sl,
             root: 0,
             group: self.group,
@@ -275,6 +276,7 @@ fn tensor_all_reduce(
         start: t.start,
         channels: 1,
         chunk: t.chunk,
+        protocol: NcclProtocol::Simple,
         sl: t.sl,
         root: 0,
         group: 1,

@@ -5,7 +5,7 @@ use super::{ids, Common, Entry};
 use crate::scenario::reader::invalid;
 use crate::scenario::ScenarioError;
 use fabricsim_core::units::{ByteSize, Dimension, HostId, Time};
-use fabricsim_fabric::workload::collective::DEFAULT_CHUNK;
+use fabricsim_fabric::workload::collective::NcclProtocol;
 use fabricsim_fabric::workload::{
     Collective, CollectiveAlgorithm, CollectiveOp, Traffic, Training,
 };
@@ -28,14 +28,15 @@ impl Entry<'_> {
         }
     }
 
-    /// `channels` (default 1) and `chunk` (default NCCL's 512 KiB).
-    fn channels_and_chunk(&self) -> Result<(u32, u64), ScenarioError> {
+    /// `channels` (default 1) and `chunk` (default the protocol's step: NCCL's 512 KiB for
+    /// Simple).
+    fn channels_and_chunk(&self, protocol: NcclProtocol) -> Result<(u32, u64), ScenarioError> {
         let (c, tr) = (self.c, self.tr);
         Ok((
             c.count(&self.at("channels"), &tr.channels, 1, 64)?
                 .unwrap_or(1) as u32,
             c.positive(&self.at("chunk"), &tr.chunk, Dimension::Size)?
-                .unwrap_or(DEFAULT_CHUNK),
+                .unwrap_or(protocol.default_chunk()),
         ))
     }
 
@@ -72,7 +73,16 @@ impl Entry<'_> {
         )?;
         let algorithm = self.algorithm(op.default_algorithm())?;
         let ranks = self.hosts_or_all(&tr.ranks, "ranks")?;
-        let (channels, chunk) = self.channels_and_chunk()?;
+        let protocol = match &tr.protocol {
+            None => NcclProtocol::Simple,
+            Some(p) => c.named(
+                &self.at("protocol"),
+                p,
+                NcclProtocol::parse,
+                &NcclProtocol::NAMES,
+            )?,
+        };
+        let (channels, chunk) = self.channels_and_chunk(protocol)?;
         let collective = Collective {
             op,
             algorithm,
@@ -81,6 +91,7 @@ impl Entry<'_> {
             start,
             channels,
             chunk,
+            protocol,
             sl,
             root: c
                 .count(&self.at("root"), &tr.root, 0, u32::MAX as u64)?
@@ -113,7 +124,7 @@ impl Entry<'_> {
         let iterations = count("iterations", &tr.iterations, 1000, 3)?;
         let forward = time("forward", &tr.forward, Time::from_us(100))?;
         let backward = time("backward", &tr.backward, Time::from_us(200))?;
-        let (channels, chunk) = self.channels_and_chunk()?;
+        let (channels, chunk) = self.channels_and_chunk(NcclProtocol::Simple)?;
         let job = Training {
             ranks,
             gradient: size,
@@ -168,13 +179,14 @@ pub(super) fn write_toml(t: &Traffic, s: &mut String) -> std::fmt::Result {
     match t {
         Traffic::Collective(c) => writeln!(
             s,
-            "\n[[traffic]]\nkind = \"collective\"\nop = \"{}\"\nalgorithm = \"{}\"\nranks = {:?}\nsize = \"{}\"\nstart = \"{}\"\nchannels = {}\nchunk = \"{}\"\nroot = {}\nsl = {}",
+            "\n[[traffic]]\nkind = \"collective\"\nop = \"{}\"\nalgorithm = \"{}\"\nranks = {:?}\nsize = \"{}\"\nstart = \"{}\"\nchannels = {}\nprotocol = \"{}\"\nchunk = \"{}\"\nroot = {}\nsl = {}",
             c.op.name(),
             c.algorithm.name(),
             ids(&c.ranks),
             ByteSize(c.size),
             c.start,
             c.channels,
+            c.protocol.name(),
             ByteSize(c.chunk),
             c.root,
             c.sl

@@ -32,6 +32,7 @@ pub(super) struct FileTraffic {
     ranks: Option<Vec<Spanned<Raw>>>,
     channels: Field,
     chunk: Field,
+    protocol: Option<Spanned<String>>,
     root: Field,
     buckets: Field,
     iterations: Field,
@@ -157,12 +158,19 @@ impl Entry<'_> {
             ("channels", tr.channels.is_some()),
             ("chunk", tr.chunk.is_some()),
             ("root", tr.root.is_some()),
+            ("protocol", tr.protocol.is_some()),
         ];
         if kind != "training" {
             self.reject(kind, &training_keys, " (only of \"training\")")?;
         } else {
             let implied = [("op", tr.op.is_some()), ("root", tr.root.is_some())];
             self.reject(kind, &implied, " (its all-reduces are implied)")?;
+            let simple = [("protocol", tr.protocol.is_some())];
+            self.reject(
+                kind,
+                &simple,
+                " (its all-reduces run NCCL's Simple protocol)",
+            )?;
         }
         if kind != "collective" && kind != "training" {
             self.reject(kind, &collective_keys, " (only of \"collective\")")?;
