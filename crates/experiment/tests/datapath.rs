@@ -84,7 +84,7 @@ fn a_long_message_runs_at_its_slowest_stage() {
     // cpu-staged at the 12 GB/s CPU copy. 0 -> 2 keeps the two ends on different PCIe
     // switches.
     let size = 256u64 << 20;
-    let pcie = pcie_rate(4, 16).unwrap().bps() as f64 / 8.0;
+    let pcie = pcie_rate(4, 16, 256).unwrap().bps() as f64 / 8.0;
     for (path, slowest) in [("rdma", pcie), ("cpu-staged", 12e9)] {
         let (d, _, _) = run(
             &format!(
@@ -110,7 +110,7 @@ fn two_gpus_behind_one_pcie_switch_each_get_half_of_it() {
     let (alone, _, _) = run(host, &flow(0, 2, "128MiB"));
     let (_, out, _) = run(host, &(flow(0, 2, "128MiB") + &flow(1, 4, "128MiB")));
     let alone_rate = (128u64 << 20) as f64 / alone.mean_latency_ns;
-    let pcie = pcie_rate(4, 16).unwrap().bps() as f64 / 8.0 / 1e9;
+    let pcie = pcie_rate(4, 16, 256).unwrap().bps() as f64 / 8.0 / 1e9;
     assert!(
         (alone_rate - pcie).abs() / pcie < 0.02,
         "alone {alone_rate} GB/s"
@@ -139,5 +139,29 @@ fn the_cpu_staged_path_lengthens_a_training_job() {
     println!(
         "training job: gpudirect {gdr:.0} s, cpu-staged {staged:.0} s ({:.2}x)",
         staged / gdr
+    );
+}
+
+/// PCIe's data rate counts its transaction-layer packets: generations 3 to 5 add 26 B
+/// (framing, sequence number, 4-DW header, LCRC) to each maximum payload, generation 6
+/// carries 236 of each flit's 256 B and a 16 B header per packet. A bad payload size is
+/// refused with its key.
+#[test]
+fn pcie_counts_its_packet_overheads() {
+    let gbps = |g, mps| pcie_rate(g, 16, mps).unwrap().bps() as f64 / 1e9;
+    let gen5 = 32.0 * 16.0 * 128.0 / 130.0;
+    assert!((gbps(5, 256) - gen5 * 256.0 / 282.0).abs() < 1e-6);
+    assert!((gbps(5, 4096) - gen5 * 4096.0 / 4122.0).abs() < 1e-6);
+    assert!((gbps(6, 256) - 64.0 * 16.0 * 236.0 / 256.0 * 256.0 / 272.0).abs() < 1e-6);
+    assert!(gbps(4, 128) < gbps(4, 256) && gbps(4, 256) < gbps(4, 512));
+    let e = Scenario::parse(
+        "[topology]\nkind = \"single-switch\"\nhosts = 2\n[host]\npcie_max_payload = 300\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = 4096\n",
+        "t",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("host.pcie_max_payload = 300: must be a power of two"),
+        "{e}"
     );
 }

@@ -4,7 +4,7 @@
 use super::reader::{Ctx, Field, Raw};
 use super::ScenarioError;
 use fabricsim_core::units::{ByteSize, Dimension};
-use fabricsim_fabric::workload::datapath::{pcie_rate, DataPath, HostConfig};
+use fabricsim_fabric::workload::datapath::{pcie_rate, DataPath, HostConfig, DEFAULT_MAX_PAYLOAD};
 use serde::Deserialize;
 use std::fmt::Write as _;
 use toml::Spanned;
@@ -15,6 +15,7 @@ pub(super) struct FileHost {
     data_path: Option<Spanned<String>>,
     pcie_generation: Field,
     pcie_lanes: Field,
+    pcie_max_payload: Field,
     pcie_uplink: Field,
     pcie_latency: Field,
     gpus_per_pcie_switch: Field,
@@ -51,7 +52,19 @@ pub(super) fn parse(c: &Ctx, f: &FileHost, servers: u32) -> Result<HostConfig, S
     let lanes = c
         .count(&key("pcie_lanes"), &f.pcie_lanes, 1, 32)?
         .unwrap_or(16) as u32;
-    h.pcie = pcie_rate(generation, lanes).expect("generation checked");
+    let payload = match c.count(&key("pcie_max_payload"), &f.pcie_max_payload, 128, 4096)? {
+        Some(p) if !p.is_power_of_two() => {
+            return Err(c.err(
+                &key("pcie_max_payload"),
+                f.pcie_max_payload.as_ref().expect("given"),
+                "must be a power of two from 128 to 4096 (PCIe's maximum payload sizes)",
+            ))
+        }
+        Some(p) => p as u32,
+        None => DEFAULT_MAX_PAYLOAD,
+    };
+    h.pcie = pcie_rate(generation, lanes, payload).expect("generation checked");
+    (h.pcie_generation, h.pcie_lanes, h.pcie_max_payload) = (generation, lanes, payload);
     h.uplink = c
         .link_rate(&key("pcie_uplink"), &f.pcie_uplink)?
         .unwrap_or(h.pcie);
@@ -89,8 +102,11 @@ pub(super) fn parse(c: &Ctx, f: &FileHost, servers: u32) -> Result<HostConfig, S
 pub(super) fn write_toml(h: &HostConfig, s: &mut String) {
     let _ = writeln!(
         s,
-        "\n[host]\ndata_path = \"{}\"\n# PCIe links {} each way\npcie_uplink = \"{}\"\npcie_latency = \"{}\"\ngpus_per_pcie_switch = {}\nhost_memory_bandwidth = \"{}\"\ncpu_copy_bandwidth = \"{}\"\ncpu_overhead = \"{}\"\ncopy_latency = \"{}\"\nchunk = \"{}\"",
+        "\n[host]\ndata_path = \"{}\"\npcie_generation = {}\npcie_lanes = {}\npcie_max_payload = {}\n# PCIe links {} each way\npcie_uplink = \"{}\"\npcie_latency = \"{}\"\ngpus_per_pcie_switch = {}\nhost_memory_bandwidth = \"{}\"\ncpu_copy_bandwidth = \"{}\"\ncpu_overhead = \"{}\"\ncopy_latency = \"{}\"\nchunk = \"{}\"",
         h.data_path.name(),
+        h.pcie_generation,
+        h.pcie_lanes,
+        h.pcie_max_payload,
         h.pcie,
         h.uplink,
         h.pcie_latency,

@@ -47,27 +47,45 @@ impl DataPath {
     }
 }
 
-/// PCIe link rate per direction: `generation`'s transfer rate per lane x lanes x line
-/// encoding (PCI-SIG: 8, 16, 32, 64 GT/s for generations 3 to 6; 128b/130b up to 5; 6's
-/// FLIT mode counted at 1). Transaction-layer overheads are not modelled.
-pub fn pcie_rate(generation: u32, lanes: u32) -> Option<BitRate> {
-    let gts: u64 = match generation {
+/// Default PCIe maximum payload size: 256 B, the common server setting (unverified: the
+/// platform and the devices negotiate it; `[host] pcie_max_payload` sets it).
+pub const DEFAULT_MAX_PAYLOAD: u32 = 256;
+
+/// PCIe data rate per direction: `generation`'s transfer rate per lane x lanes x line
+/// encoding (PCI-SIG: 8, 16, 32, 64 GT/s for generations 3 to 6; 128b/130b up to 5), x
+/// the share of each transaction-layer packet that is payload, with `max_payload` bytes
+/// of data per packet. Generations 3 to 5 add 26 B per packet (4 B framing token, 2 B
+/// sequence number, a 4-DW 16 B header, 4 B LCRC: PCI Express Base Specification,
+/// Physical and Data Link layers); generation 6's FLIT mode carries 236 TLP bytes in
+/// each 256 B flit (the rest DLLP, CRC and FEC) and adds the 16 B header per packet.
+/// DLLPs (ACK and flow-control updates) are not counted: a few per cent more.
+pub fn pcie_rate(generation: u32, lanes: u32, max_payload: u32) -> Option<BitRate> {
+    let gts: u128 = match generation {
         3 => 8,
         4 => 16,
         5 => 32,
         6 => 64,
         _ => return None,
     };
-    let raw = gts * 1_000_000_000 * lanes as u64;
-    Some(BitRate(if generation < 6 { raw * 128 / 130 } else { raw }))
+    let raw = gts * 1_000_000_000 * lanes as u128;
+    let mps = max_payload as u128;
+    let rate = if generation < 6 {
+        raw * 128 / 130 * mps / (mps + 26)
+    } else {
+        raw * 236 / 256 * mps / (mps + 16)
+    };
+    Some(BitRate(rate as u64))
 }
 
 impl Default for HostConfig {
     fn default() -> Self {
-        let pcie = pcie_rate(5, 16).expect("a generation");
+        let pcie = pcie_rate(5, 16, DEFAULT_MAX_PAYLOAD).expect("a generation");
         HostConfig {
             data_path: DataPath::GpuDirect,
             overrides: Vec::new(),
+            pcie_generation: 5,
+            pcie_lanes: 16,
+            pcie_max_payload: DEFAULT_MAX_PAYLOAD,
             pcie,
             uplink: pcie,
             // Unverified placeholders, scenario parameters: a DMA stage's start 1 us, a
@@ -92,7 +110,11 @@ pub struct HostConfig {
     pub data_path: DataPath,
     /// Per-server overrides: (server, path).
     pub overrides: Vec<(u32, DataPath)>,
-    /// One PCIe link (GPU or NIC to its PCIe switch), each direction.
+    /// The PCIe links' generation, lanes and maximum payload, and their data rate each
+    /// direction ([`pcie_rate`]): one link per GPU or NIC to its PCIe switch.
+    pub pcie_generation: u32,
+    pub pcie_lanes: u32,
+    pub pcie_max_payload: u32,
     pub pcie: BitRate,
     /// A PCIe switch's uplink to the CPU, each direction.
     pub uplink: BitRate,
