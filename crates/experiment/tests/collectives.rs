@@ -347,3 +347,25 @@ fn nccl_protocols_cost_their_line_overhead() {
         refused("kind = \"collective\"\nop = \"all-reduce\"\nsize = \"1MiB\"\nprotocol = \"fast\"");
     assert!(e.contains("protocol = \"fast\""), "{e}");
 }
+
+/// `[topology] gpu` sets NVLink's bandwidth per GPU and direction by generation (half the
+/// datasheets' both-ways figures); nvlink_bandwidth overrides it; with one GPU per node
+/// it is refused.
+#[test]
+fn gpu_generations_set_nvlink() {
+    let nvlink = |extra: &str| {
+        let s = scenario(&format!(
+            "[topology]\nkind = \"rail-optimized\"\nnodes = 2\ngpus_per_node = 8\n{extra}\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = 4096\n"
+        ));
+        s.nvlink.rate.bps() / 8_000_000_000
+    };
+    assert_eq!(nvlink(""), 450, "H100 by default");
+    assert_eq!(nvlink("gpu = \"a100\""), 300);
+    assert_eq!(nvlink("gpu = \"b200\""), 900);
+    assert_eq!(
+        nvlink("gpu = \"a100\"\nnvlink_bandwidth = \"100GB/s\""),
+        100
+    );
+    let e = Scenario::parse("[topology]\nkind = \"single-switch\"\nhosts = 2\ngpu = \"a100\"\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = 4096\n", "t").unwrap_err().to_string();
+    assert!(e.contains("topology.gpu"), "{e}");
+}

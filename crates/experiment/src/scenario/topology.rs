@@ -25,7 +25,20 @@ pub(super) struct FileTopology {
     gpus_per_node: Field,
     nvlink_bandwidth: Field,
     nvlink_latency: Field,
+    gpu: Option<Spanned<String>>,
 }
+
+/// NVLink bandwidth per GPU, each direction, by GPU (half the datasheets' both-ways
+/// figure): A100 SXM, NVLink 3, 600 GB/s (NVIDIA A100 datasheet); H100 SXM, H200 and H20,
+/// NVLink 4, 900 GB/s (NVIDIA H100 and H200 datasheets, H20 specifications); B200,
+/// NVLink 5, 1.8 TB/s (NVIDIA DGX B200 datasheet).
+const GPUS: [(&str, u64); 5] = [
+    ("a100", 300),
+    ("h100", 450),
+    ("h200", 450),
+    ("h20", 450),
+    ("b200", 900),
+];
 
 /// The topology a scenario asks for.
 #[derive(Clone, Debug, PartialEq)]
@@ -160,15 +173,22 @@ pub(super) fn parse(
         )));
     }
     let mut nvlink = Nvlink::default();
+    let names = GPUS.map(|g| g.0);
+    if let Some(g) = c.choice("topology.gpu", &t.gpu, &names)? {
+        let gbytes = GPUS.iter().find(|x| x.0 == g).expect("a listed GPU").1;
+        nvlink.rate = BitRate(gbytes * 8_000_000_000);
+    }
     if let Some(r) = c.link_rate("topology.nvlink_bandwidth", &t.nvlink_bandwidth)? {
         nvlink.rate = r;
     }
     if let Some(l) = c.time("topology.nvlink_latency", &t.nvlink_latency)? {
         nvlink.latency = l;
     }
-    if gpus_per_node == 1 && (t.nvlink_bandwidth.is_some() || t.nvlink_latency.is_some()) {
+    if gpus_per_node == 1
+        && (t.nvlink_bandwidth.is_some() || t.nvlink_latency.is_some() || t.gpu.is_some())
+    {
         return Err(invalid(
-            "topology.nvlink_bandwidth / nvlink_latency: set with one GPU per node; they would do nothing (set gpus_per_node)".into(),
+            "topology.gpu / nvlink_bandwidth / nvlink_latency: set with one GPU per node; they would do nothing (set gpus_per_node)".into(),
         ));
     }
     Ok(TopologySection {
