@@ -327,21 +327,18 @@ fn a_sweep_under_slurm_matches_the_local_one_bit_for_bit() {
     let local_out = run(&[&args[..], &["--out", local.to_str().unwrap()]].concat());
     assert!(local_out.status.success());
     // The script alone: an array of 4 tasks, throttled, with the options asked for.
+    let array_args = [
+        "--out",
+        array.to_str().unwrap(),
+        "--per-task",
+        "2",
+        "--max-running",
+        "2",
+    ];
     let script_only = run(&[
         &args[..],
-        &[
-            "--out",
-            array.to_str().unwrap(),
-            "--slurm-script",
-            "--per-task",
-            "2",
-            "--max-running",
-            "2",
-            "--time",
-            "10:00",
-            "--mem",
-            "1G",
-        ],
+        &array_args,
+        &["--slurm-script", "--time", "10:00", "--mem", "1G"],
     ]
     .concat());
     assert!(script_only.status.success());
@@ -357,20 +354,7 @@ fn a_sweep_under_slurm_matches_the_local_one_bit_for_bit() {
     if !slurm_up() {
         return;
     }
-    let submitted = run(&[
-        &args[..],
-        &[
-            "--out",
-            array.to_str().unwrap(),
-            "--slurm",
-            "--wait",
-            "--per-task",
-            "2",
-            "--max-running",
-            "2",
-        ],
-    ]
-    .concat());
+    let submitted = run(&[&args[..], &array_args, &["--slurm", "--wait"]].concat());
     assert!(
         submitted.status.success(),
         "{}",
