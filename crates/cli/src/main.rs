@@ -81,8 +81,9 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
-    /// Run the scenario's topology and traffic on InfiniBand and on RoCEv2 (each with the
-    /// file's settings for it, defaults elsewhere) and print the figures side by side.
+    /// Decide between InfiniBand and RoCEv2: the scenario on both (each on its own design
+    /// for a [cluster], with the file's settings for it), priced, side by side, with the
+    /// recommendation and where it would flip.
     Compare {
         /// The scenario; without it, the built-in default cluster
         /// (examples/cluster-default.toml).
