@@ -1,5 +1,7 @@
 //! The command line as users meet it: determinism, captures, bad input.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -302,15 +304,7 @@ fn missing_file_exits_2() {
 
 /// tshark must be present in CI (.ci/run installs it); elsewhere the test says it skipped.
 fn tshark() -> Option<PathBuf> {
-    let found = ["/usr/bin/tshark", "/usr/local/bin/tshark"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists());
-    if found.is_none() {
-        assert!(std::env::var_os("CI").is_none(), "tshark is missing in CI");
-        eprintln!("tshark not installed: skipping the decode check");
-    }
-    found
+    common::required_tool(&["/usr/bin/tshark", "/usr/local/bin/tshark"], "tshark")
 }
 
 /// The chosen fields of every packet of a capture as tshark prints them (a line per

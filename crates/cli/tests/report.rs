@@ -2,6 +2,8 @@
 //! Chromium (Debian's, installed by .ci/run). The DOM must hold the recommendation and
 //! the plots, and the first screen must show the decision, not a blank page.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -14,18 +16,10 @@ fn tmpdir(name: &str) -> PathBuf {
 
 /// Chromium, which must be present in CI; elsewhere the test says it skipped.
 fn chromium() -> Option<PathBuf> {
-    let found = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists());
-    if found.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "chromium is missing in CI"
-        );
-        eprintln!("skipped: chromium not installed (apt-get install chromium)");
-    }
-    found
+    common::required_tool(
+        &["/usr/bin/chromium", "/usr/bin/chromium-browser"],
+        "chromium",
+    )
 }
 
 /// Runs headless Chromium on `page` with `args`; returns its standard output.

@@ -163,14 +163,16 @@ fn every_point_is_validated_before_any_runs() {
 fn a_failed_point_is_recorded_and_the_others_run() {
     let d = tmpdir("failed");
     let o = d.join("s");
-    let out = run(&[
+    let f = example("sweep-ecn-incast.toml");
+    let args = [
         "sweep",
-        &example("sweep-ecn-incast.toml"),
+        &f,
         "--set",
         "fabric.rocev2.switch_buffer=1MiB,16MiB",
         "--out",
         o.to_str().unwrap(),
-    ]);
+    ];
+    let out = run(&args);
     assert_eq!(
         out.status.code(),
         Some(3),
@@ -193,14 +195,7 @@ fn a_failed_point_is_recorded_and_the_others_run() {
         2
     );
     // The same sweep into the folder again retries only the failed point.
-    let again = run(&[
-        "sweep",
-        &example("sweep-ecn-incast.toml"),
-        "--set",
-        "fabric.rocev2.switch_buffer=1MiB,16MiB",
-        "--out",
-        o.to_str().unwrap(),
-    ]);
+    let again = run(&args);
     assert!(String::from_utf8_lossy(&again.stdout)
         .contains("2 points: 1 run, 1 already finished, 1 failed"));
     // A different sweep into the same folder is refused.
