@@ -92,13 +92,19 @@ pub struct Catalog {
 impl Catalog {
     /// The catalog shipped in `catalog/catalog.toml`.
     pub fn builtin() -> Catalog {
-        let mut c = Catalog {
-            raw: BTreeMap::new(),
-            items: BTreeMap::new(),
-        };
-        c.merge_text(BUILTIN, "catalog/catalog.toml")
-            .expect("the built-in catalog is valid");
-        c
+        // Parsed once per process: every scenario load starts from it.
+        static PARSED: std::sync::OnceLock<Catalog> = std::sync::OnceLock::new();
+        PARSED
+            .get_or_init(|| {
+                let mut c = Catalog {
+                    raw: BTreeMap::new(),
+                    items: BTreeMap::new(),
+                };
+                c.merge_text(BUILTIN, "catalog/catalog.toml")
+                    .expect("the built-in catalog is valid");
+                c
+            })
+            .clone()
     }
 
     /// Overrides entries with a catalog file's text; `origin` names it in errors.

@@ -4,7 +4,7 @@
 //! (`fabricsim_core::clos`), in place of `[topology]`; without, the keys choose the
 //! hardware a hand-written `[topology]` is costed with.
 
-use super::reader::{invalid, reject_present, Ctx, Field, Raw};
+use super::reader::{invalid, reject_present, Ctx, Field};
 use super::{FabricKind, ScenarioError};
 use crate::catalog::{Catalog, ItemKind};
 use fabricsim_core::clos::{self, ClosPlan, ClosRequest, ClosStyle};
@@ -204,30 +204,10 @@ fn designs(
         Some("fat-tree") => ClosStyle::FatTree,
         _ => ClosStyle::RailOptimized,
     };
-    let oversubscription = match &f.oversubscription {
-        None => 1.0,
-        Some(v) => {
-            let x = match v.get_ref() {
-                Raw::Int(i) => *i as f64,
-                Raw::Float(x) => *x,
-                Raw::Str(_) => {
-                    return Err(c.err(
-                        "cluster.oversubscription",
-                        v,
-                        "must be a number (1.0 = non-blocking)",
-                    ))
-                }
-            };
-            if !(1.0..=64.0).contains(&x) {
-                return Err(c.err(
-                    "cluster.oversubscription",
-                    v,
-                    "must be from 1.0 (non-blocking) to 64",
-                ));
-            }
-            x
-        }
-    };
+    // 1.0 = non-blocking.
+    let oversubscription = c
+        .number("cluster.oversubscription", &f.oversubscription, 1.0, 64.0)?
+        .unwrap_or(1.0);
     let plan_for = |fabric: FabricKind| -> Result<ClosPlan, ScenarioError> {
         let key = format!("cluster.switch.{}", fabric.name());
         let item = catalog.get(hw.switch_for(fabric)).expect("checked");

@@ -1,6 +1,6 @@
 //! `[cost]`: what money and energy cost, overriding the defaults and the catalog's GPU.
 
-use super::reader::{Ctx, Raw};
+use super::reader::{Ctx, Field};
 use super::ScenarioError;
 use serde::Deserialize;
 use std::fmt::Write as _;
@@ -9,13 +9,13 @@ use toml::Spanned;
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(super) struct FileCost {
-    lifetime_years: Option<Spanned<Raw>>,
-    electricity_usd_per_kwh: Option<Spanned<Raw>>,
-    pue: Option<Spanned<Raw>>,
-    gpu_usd: Option<Spanned<Raw>>,
-    gpu_watts: Option<Spanned<Raw>>,
-    support_share_per_year: Option<Spanned<Raw>>,
-    runs_per_job: Option<Spanned<Raw>>,
+    lifetime_years: Field,
+    electricity_usd_per_kwh: Field,
+    pue: Field,
+    gpu_usd: Field,
+    gpu_watts: Field,
+    support_share_per_year: Field,
+    runs_per_job: Field,
     software: Option<Vec<Spanned<String>>>,
 }
 
@@ -61,26 +61,10 @@ impl Default for CostSettings {
 pub(super) fn parse(c: &Ctx, f: Option<&FileCost>) -> Result<CostSettings, ScenarioError> {
     let mut s = CostSettings::default();
     let Some(f) = f else { return Ok(s) };
-    let number = |key: &str,
-                  v: &Option<Spanned<Raw>>,
-                  lo: f64,
-                  hi: f64|
-     -> Result<Option<f64>, ScenarioError> {
-        let Some(v) = v else { return Ok(None) };
-        let x = match v.get_ref() {
-            Raw::Int(i) => *i as f64,
-            Raw::Float(x) => *x,
-            Raw::Str(_) => return Err(c.err(key, v, "must be a plain number")),
-        };
-        if !(lo..=hi).contains(&x) {
-            return Err(c.err(key, v, &format!("must be from {lo} to {hi}")));
-        }
-        Ok(Some(x))
-    };
-    if let Some(x) = number("cost.lifetime_years", &f.lifetime_years, 0.1, 50.0)? {
+    if let Some(x) = c.number("cost.lifetime_years", &f.lifetime_years, 0.1, 50.0)? {
         s.lifetime_years = x;
     }
-    if let Some(x) = number(
+    if let Some(x) = c.number(
         "cost.electricity_usd_per_kwh",
         &f.electricity_usd_per_kwh,
         0.0,
@@ -88,12 +72,12 @@ pub(super) fn parse(c: &Ctx, f: Option<&FileCost>) -> Result<CostSettings, Scena
     )? {
         s.electricity_usd_per_kwh = x;
     }
-    if let Some(x) = number("cost.pue", &f.pue, 1.0, 5.0)? {
+    if let Some(x) = c.number("cost.pue", &f.pue, 1.0, 5.0)? {
         s.pue = x;
     }
-    s.gpu_usd = number("cost.gpu_usd", &f.gpu_usd, 0.0, 1e7)?;
-    s.gpu_watts = number("cost.gpu_watts", &f.gpu_watts, 0.0, 1e5)?;
-    if let Some(x) = number(
+    s.gpu_usd = c.number("cost.gpu_usd", &f.gpu_usd, 0.0, 1e7)?;
+    s.gpu_watts = c.number("cost.gpu_watts", &f.gpu_watts, 0.0, 1e5)?;
+    if let Some(x) = c.number(
         "cost.support_share_per_year",
         &f.support_share_per_year,
         0.0,
@@ -101,7 +85,7 @@ pub(super) fn parse(c: &Ctx, f: Option<&FileCost>) -> Result<CostSettings, Scena
     )? {
         s.support_share_per_year = x;
     }
-    if let Some(x) = number("cost.runs_per_job", &f.runs_per_job, 1.0, 1e12)? {
+    if let Some(x) = c.number("cost.runs_per_job", &f.runs_per_job, 1.0, 1e12)? {
         s.runs_per_job = x;
     }
     s.software = f

@@ -160,6 +160,26 @@ impl Ctx<'_> {
         }
     }
 
+    /// A plain number (integer or decimal) from `lo` to `hi`.
+    pub fn number(
+        &self,
+        key: &str,
+        v: &Field,
+        lo: f64,
+        hi: f64,
+    ) -> Result<Option<f64>, ScenarioError> {
+        let Some(v) = v else { return Ok(None) };
+        let x = match v.get_ref() {
+            Raw::Int(i) => *i as f64,
+            Raw::Float(x) => *x,
+            Raw::Str(_) => return Err(self.err(key, v, "must be a plain number")),
+        };
+        if !(lo..=hi).contains(&x) {
+            return Err(self.err(key, v, &format!("must be from {lo} to {hi}")));
+        }
+        Ok(Some(x))
+    }
+
     /// A plain integer from `min` to `max`.
     pub fn count(
         &self,
