@@ -60,15 +60,10 @@ pub fn count(topo: &Topology, hw: &Hardware, switch_optic_ports: u32) -> Counts 
         NodeKind::Switch { tier } => Some(tier as usize),
         NodeKind::Host(_) => None,
     };
-    let tiers = topo
-        .nodes()
-        .iter()
-        .filter_map(|k| match k {
-            NodeKind::Switch { tier } => Some(*tier as usize + 1),
-            NodeKind::Host(_) => None,
-        })
-        .max()
-        .unwrap_or(0);
+    let switch_tiers: Vec<usize> = (0..topo.nodes().len() as u32)
+        .filter_map(|n| tier_of(NodeId(n)))
+        .collect();
+    let tiers = switch_tiers.iter().max().map_or(0, |t| t + 1);
     let mut c = Counts {
         switches: vec![0; tiers],
         nics: topo.host_count(),
@@ -80,11 +75,8 @@ pub fn count(topo: &Topology, hw: &Hardware, switch_optic_ports: u32) -> Counts 
         fibers: 0,
         aocs: 0,
     };
-    for (n, k) in topo.nodes().iter().enumerate() {
-        if let Some(t) = tier_of(NodeId(n as u32)) {
-            c.switches[t] += 1;
-            debug_assert!(matches!(k, NodeKind::Switch { .. }));
-        }
+    for t in switch_tiers {
+        c.switches[t] += 1;
     }
     let racks = rack_of_switch(topo, hw);
     let copper_in_rack = hw.rack_cable_mm <= hw.dac_reach_mm;
