@@ -292,10 +292,10 @@ pub struct DeadlockEgress {
     pub to_node: u32,
 }
 
-/// Nearest-rank percentile of sorted values.
-fn percentile(sorted: &[u64], p: f64) -> u64 {
+/// Nearest-rank percentile of sorted values (the default value if there are none).
+pub fn percentile<T: Copy + Default>(sorted: &[T], p: f64) -> T {
     if sorted.is_empty() {
-        return 0;
+        return T::default();
     }
     let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
     sorted[rank.clamp(1, sorted.len()) - 1]

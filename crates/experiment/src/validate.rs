@@ -136,8 +136,7 @@ fn metric(metric: &str, summary: &Summary, out: &runner::Outcome) -> Result<f64,
                 return Err(format!("metric {m}: no flow finished"));
             }
             s.sort_by(f64::total_cmp);
-            let rank = ((p / 100.0) * s.len() as f64).ceil() as usize;
-            Ok(s[rank.clamp(1, s.len()) - 1])
+            Ok(results::percentile(&s, p))
         }
     }
 }
