@@ -248,7 +248,7 @@ pub fn write_report(dir: &Path, results: &[Comparison]) -> std::io::Result<()> {
     let svg = crate::report::identity_plot("Simulated against measured", &points);
     let mut h = String::from("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>fabricsim validation</title>\
 <style>body{font-family:'DejaVu Sans',sans-serif;margin:24px auto;max-width:1100px}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px;text-align:left}</style></head><body>\n<h1>fabricsim against published measurements</h1>\n<table><tr><th>case</th><th>measured</th><th>simulated</th><th>error</th><th>unit</th><th>status</th><th>source</th><th>not reproduced</th></tr>");
-    let esc = |s: &str| s.replace('&', "&amp;").replace('<', "&lt;");
+    let esc = crate::report::esc;
     for r in results {
         let _ = write!(
             h,

@@ -24,7 +24,7 @@ pub fn write(dir: &Path, c: &Comparison) -> std::io::Result<()> {
 }
 
 /// Text safe inside HTML.
-fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

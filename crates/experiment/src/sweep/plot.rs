@@ -112,11 +112,7 @@ pub fn write(dir: &Path, metrics: &[String], keys: &[String]) -> Result<(), Stri
         let cell = if i == 0 { "th" } else { "td" };
         html.push_str("<tr>");
         for f in r {
-            let _ = write!(
-                html,
-                "<{cell}>{}</{cell}>",
-                f.replace('&', "&amp;").replace('<', "&lt;")
-            );
+            let _ = write!(html, "<{cell}>{}</{cell}>", report::esc(f));
         }
         html.push_str("</tr>");
     }
