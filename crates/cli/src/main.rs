@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use fabricsim_experiment::catalog::Catalog;
 use fabricsim_experiment::formats::pcap::LinkType;
 use fabricsim_experiment::runner::{self, PcapRequest, RunRequest};
-use fabricsim_experiment::scenario::{FabricKind, Scenario};
+use fabricsim_experiment::scenario::{FabricKind, Level, Scenario};
 use fabricsim_experiment::{
     bench, collective_sweep, compare, estimate, heap, report, results, sweep, validate,
 };
@@ -77,6 +77,10 @@ enum Command {
         /// Override the scenario's seed.
         #[arg(long)]
         seed: Option<u64>,
+        /// Override `[simulation] level`: packet, flow, or auto (flow level above
+        /// `flow_above_hosts`).
+        #[arg(long)]
+        level: Option<String>,
         /// Run even if the estimated memory exceeds what is available.
         #[arg(long)]
         force: bool,
@@ -100,6 +104,10 @@ enum Command {
         /// Override the scenario's seed.
         #[arg(long)]
         seed: Option<u64>,
+        /// Override `[simulation] level`: packet, flow, or auto (flow level above
+        /// `flow_above_hosts`).
+        #[arg(long)]
+        level: Option<String>,
         /// Run even if the estimated memory exceeds what is available.
         #[arg(long)]
         force: bool,
@@ -442,6 +450,17 @@ fn slurm(a: &SweepArgs, dir: &std::path::Path, points: usize) -> Result<Completi
     Ok(Completion::Complete)
 }
 
+/// Applies `--level`, refusing an unknown level or flow level where the scenario needs
+/// packets.
+fn set_level(scenario: &mut Scenario, level: Option<&str>) -> Result<(), String> {
+    let Some(text) = level else { return Ok(()) };
+    let level = Level::parse(text)
+        .ok_or_else(|| format!("--level {text}: expected packet, flow or auto"))?;
+    scenario
+        .set_level(level)
+        .map_err(|e| format!("--level {text}: {e}"))
+}
+
 /// Refuses a run estimated not to fit in memory, unless forced.
 fn fits(scenario: &Scenario, force: bool) -> Result<(), String> {
     if force {
@@ -490,9 +509,11 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
             pcap_flows,
             pcap_link,
             seed,
+            level,
             force,
         } => {
-            let scenario = load(file, seed)?;
+            let mut scenario = load(file, seed)?;
+            set_level(&mut scenario, level.as_deref())?;
             fits(&scenario, force)?;
             let request = RunRequest {
                 out: dir,
@@ -590,9 +611,11 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
             report,
             catalog,
             seed,
+            level,
             force,
         } => {
-            let scenario = load_with(file, catalog, seed)?;
+            let mut scenario = load_with(file, catalog, seed)?;
+            set_level(&mut scenario, level.as_deref())?;
             for fabric in [FabricKind::Infiniband, FabricKind::Rocev2] {
                 // Each fabric may have its own design: both must fit.
                 let s = Scenario {

@@ -1,6 +1,7 @@
 //! The layering holds: every dependency points down. Crates: core < fabric < experiment
 //! < cli. Inside core: units < wire < protocol machines < engine, pool, topology. Inside
-//! fabric: workloads < report < driver < the two fabrics, which never use each other.
+//! fabric: workloads < report < driver < the two fabrics and flow level, which never use
+//! each other.
 //! A new crate or module must be given its place here, or this test fails.
 
 use std::path::{Path, PathBuf};
@@ -148,6 +149,7 @@ fn fabric_modules_depend_only_on_lower_layers() {
             ("driver", 2),
             ("infiniband", 3),
             ("rocev2", 3),
+            ("flow", 3),
         ],
     );
 }

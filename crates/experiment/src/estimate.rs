@@ -7,7 +7,7 @@
 use crate::scenario::{FabricKind, Scenario};
 use fabricsim_core::topology::NodeKind;
 use fabricsim_core::units::{parse_quantity, Dimension, HostId};
-use fabricsim_fabric::workload::build;
+use fabricsim_fabric::workload::build_with;
 
 /// Route table bytes per (switch, destination switch): a candidate range (12 B); and per
 /// host, its group, switch and last-hop port (12 B).
@@ -19,6 +19,12 @@ const MESSAGE_BYTES: u64 = 512;
 const PORT_VL_BYTES: u64 = 256;
 /// A packet in flight: its pool slot and queue entries (BENCHMARKS.md measures 64 B).
 const PACKET_BYTES: u64 = 64;
+/// State per message at flow level: its flow (path, fluid state, progress), workload
+/// entries and result.
+const FLOW_MESSAGE_BYTES: u64 = 320;
+/// Flow level's events per message: its post, a drain (and a few stale ones from
+/// re-shares), its completion, and its share of the re-shares.
+const FLOW_EVENTS_PER_MESSAGE: u64 = 5;
 /// Fixed cost of the process (code, allocator, buffers).
 const BASE_BYTES: u64 = 16 << 20;
 
@@ -69,7 +75,8 @@ pub fn estimate(scenario: &Scenario) -> Result<Estimate, String> {
             )
         }
     };
-    let workload = build(&scenario.traffic, scenario.seed);
+    let flow_level = scenario.runs_at_flow_level().0;
+    let workload = build_with(&scenario.traffic, scenario.seed, flow_level);
     let messages = workload.messages.len() as u64;
     let packets: u64 = workload
         .messages
@@ -77,11 +84,24 @@ pub fn estimate(scenario: &Scenario) -> Result<Estimate, String> {
         .filter(|m| m.local.is_none() && m.src != m.dst)
         .map(|m| m.size.div_ceil(mtu).max(1))
         .sum();
+    let routes = switches
+        .saturating_mul(groups)
+        .saturating_add(hosts)
+        .saturating_mul(ROUTE_BYTES);
+    if flow_level {
+        return Ok(Estimate {
+            memory_bytes: BASE_BYTES
+                .saturating_add(routes)
+                .saturating_add(messages.saturating_mul(FLOW_MESSAGE_BYTES))
+                .saturating_add(ports.saturating_mul(PORT_VL_BYTES)),
+            events: messages.saturating_mul(FLOW_EVENTS_PER_MESSAGE),
+            packets,
+        });
+    }
     // Packets in flight: what the buffers can hold, at most every packet of the run.
     let in_flight = (ports.saturating_mul(buffer_per_port) / mtu).min(packets);
     let memory_bytes = BASE_BYTES
-        .saturating_add(switches.saturating_mul(groups).saturating_mul(ROUTE_BYTES))
-        .saturating_add(hosts.saturating_mul(ROUTE_BYTES))
+        .saturating_add(routes)
         .saturating_add(messages.saturating_mul(MESSAGE_BYTES))
         .saturating_add(ports.saturating_mul(vls).saturating_mul(PORT_VL_BYTES))
         .saturating_add(in_flight.saturating_mul(PACKET_BYTES));

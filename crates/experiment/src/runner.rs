@@ -7,11 +7,12 @@ use crate::output;
 use crate::results::{self, Summary};
 use crate::scenario::{FabricKind, Scenario};
 use fabricsim_core::units::Time;
+use fabricsim_fabric::flow::{self, FlowConfig, FlowRouting, FlowWire};
 use fabricsim_fabric::infiniband::{self, CaptureFilter, Captured};
 use fabricsim_fabric::report::RunReport;
 use fabricsim_fabric::rocev2::{self, CapturedFrame, RateSample};
 use fabricsim_fabric::workload::datapath::{self, PathedMessage};
-use fabricsim_fabric::workload::{build, Collective, Training};
+use fabricsim_fabric::workload::{build, build_with, Collective, Training};
 use fabricsim_fabric::EventDriven;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::ops::Range;
@@ -59,6 +60,7 @@ impl Capture {
 enum Model {
     Ib(Box<infiniband::Simulation>),
     Roce(Box<rocev2::Simulation>),
+    Flow(Box<flow::Simulation>),
 }
 
 impl Model {
@@ -66,18 +68,21 @@ impl Model {
         match self {
             Model::Ib(s) => s.step(n),
             Model::Roce(s) => s.step(n),
+            Model::Flow(s) => s.step(n),
         }
     }
     fn events(&self) -> u64 {
         match self {
             Model::Ib(s) => s.events(),
             Model::Roce(s) => s.events(),
+            Model::Flow(s) => s.events(),
         }
     }
     fn now(&self) -> Time {
         match self {
             Model::Ib(s) => s.now(),
             Model::Roce(s) => s.now(),
+            Model::Flow(s) => s.now(),
         }
     }
 }
@@ -92,8 +97,15 @@ pub fn run(
     capture: Option<CaptureFilter>,
     progress: bool,
 ) -> Result<Outcome, String> {
+    let (flow_level, why) = scenario.runs_at_flow_level();
+    if let (Some(why), true) = (why, progress) {
+        eprintln!("{why}");
+    }
+    if flow_level && capture.is_some() {
+        return Err("--pcap: captures are packet level only; this scenario runs at flow level (give --level packet)".into());
+    }
     let topo = scenario.build_topology()?;
-    let mut workload = build(&scenario.traffic, scenario.seed);
+    let mut workload = build_with(&scenario.traffic, scenario.seed, flow_level);
     if workload.messages.is_empty() {
         return Err(format!(
             "scenario {}: its [[traffic]] entries make no message, nothing to run",
@@ -104,6 +116,12 @@ pub fn run(
         datapath::apply(&mut workload, h, topo.host_count(), scenario.gpus_per_node);
     }
     let mut sim = match scenario.fabric {
+        _ if flow_level => Model::Flow(Box::new(flow::Simulation::new(
+            flow_config(scenario),
+            topo,
+            &workload,
+            scenario.stop_at,
+        )?)),
         FabricKind::Infiniband => {
             let mut ib = infiniband::Simulation::new(
                 scenario.ib.clone(),
@@ -149,7 +167,55 @@ pub fn run(
             trainings: workload.trainings,
             data_paths: workload.data_paths,
         },
+        Model::Flow(s) => Outcome {
+            report: s.report(),
+            wall_seconds,
+            captured: match scenario.fabric {
+                FabricKind::Infiniband => Capture::Infiniband(Vec::new()),
+                FabricKind::Rocev2 => Capture::Ethernet(Vec::new()),
+            },
+            rates: Vec::new(),
+            collectives: workload.collectives,
+            trainings: workload.trainings,
+            data_paths: workload.data_paths,
+        },
     })
+}
+
+/// What flow level takes from the scenario's fabric: its packets' framing and MTU, its
+/// endpoint and switch latencies, and its routing (InfiniBand's static or adaptive
+/// choice, RoCEv2's seeded ECMP hash).
+fn flow_config(scenario: &Scenario) -> FlowConfig {
+    match scenario.fabric {
+        FabricKind::Infiniband => {
+            let ib = &scenario.ib;
+            FlowConfig {
+                wire: FlowWire::Infiniband,
+                mtu: ib.mtu,
+                tx_latency: ib.hca_tx_latency,
+                rx_latency: ib.hca_rx_latency,
+                switch_latency: ib.switch_latency,
+                routing: if ib.adaptive_routing {
+                    FlowRouting::Adaptive
+                } else {
+                    FlowRouting::Static
+                },
+            }
+        }
+        FabricKind::Rocev2 => {
+            let r = &scenario.roce;
+            FlowConfig {
+                wire: FlowWire::Rocev2(r.ip),
+                mtu: r.mtu,
+                tx_latency: r.nic_tx_latency,
+                rx_latency: r.nic_rx_latency,
+                switch_latency: r.switch_latency,
+                routing: FlowRouting::Ecmp {
+                    seed: scenario.seed,
+                },
+            }
+        }
+    }
 }
 
 /// Runs `sim` to its end in slices; with `progress`, a bar on standard error (events,

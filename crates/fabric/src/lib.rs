@@ -6,9 +6,12 @@
 //! - [`rocev2`]: the RoCEv2 fabric (NICs with DCQCN and go-back-N, shared-buffer
 //!   switches with PFC and ECN, ECMP).
 //! - [`driver`]: the run loop and ideal completion time both fabrics share.
+//! - [`flow`]: flow level: the same workloads as max-min fair fluid flows, for the
+//!   largest clusters.
 //! - [`report`]: what a run measured, as plain data.
 
 pub mod driver;
+pub mod flow;
 pub mod infiniband;
 pub mod report;
 pub mod rocev2;

@@ -12,12 +12,14 @@ mod infiniband;
 mod pathologies;
 mod reader;
 mod rocev2;
+mod simulation;
 mod topology;
 mod traffic;
 
 pub use cluster::{describe as describe_design, ClusterDesigns, Hardware, Optics};
 pub use cost::CostSettings;
 pub use fabric::FabricKind;
+pub use simulation::{Level, DEFAULT_FLOW_ABOVE};
 pub use topology::TopologySpec;
 
 use crate::catalog::{Catalog, ItemKind};
@@ -61,6 +63,7 @@ struct FileRoot {
     cluster: Option<cluster::FileCluster>,
     cost: Option<cost::FileCost>,
     catalog: Option<toml::Table>,
+    simulation: Option<simulation::FileSimulation>,
     /// `[[validation]]`: a validation case's reference figures, read by `fabricsim
     /// validate` (crate::validate), not by a run.
     #[serde(rename = "validation")]
@@ -90,6 +93,8 @@ pub struct Scenario {
     pub cost: CostSettings,
     /// The catalog after the user's overrides.
     pub catalog: Catalog,
+    /// Packet level, flow level, or flow level above a size (`[simulation]`).
+    pub level: Level,
 }
 
 /// `text` as a TOML string, quoted and escaped (a name or path may hold any character).
@@ -243,7 +248,8 @@ impl Scenario {
             Some(h) => Some(host::parse(&c, h, hosts / topo.gpus_per_node)?),
             None => None,
         };
-        Ok(Scenario {
+        let level = simulation::parse(&c, root.simulation.as_ref())?;
+        let mut scenario = Scenario {
             name: root.name.unwrap_or_else(|| default_name.to_string()),
             seed,
             stop_at,
@@ -260,7 +266,10 @@ impl Scenario {
             hardware: cluster.hardware,
             cost,
             catalog,
-        })
+            level: Level::Packet,
+        };
+        scenario.set_level(level)?;
+        Ok(scenario)
     }
 
     /// Hosts (ranks) in the topology.
@@ -286,6 +295,7 @@ impl Scenario {
         if let Some(t) = self.stop_at {
             let _ = writeln!(s, "stop_at = \"{t}\"");
         }
+        simulation::write_toml(self.level, &mut s);
         fabric::write_toml(self, &mut s);
         topology::write_toml(self, &mut s);
         traffic::write_toml(&self.traffic, &mut s);

@@ -359,7 +359,7 @@ impl Simulation {
                 let line = topo.port(topo.host_port(m.src)).rate;
                 Flow {
                     msg: *m,
-                    udp_sport: 0xC000 | ((i as u32).wrapping_mul(2_654_435_761) >> 18) as u16,
+                    udp_sport: driver::udp_source_port(i as u32),
                     sender,
                     receiver,
                     rp: Dcqcn::new(line),
@@ -1086,7 +1086,7 @@ impl Simulation {
                     f.msg.dst.0
                 },
             );
-            let h = ecmp_hash(self.cfg.seed, node.0, b, a, f.udp_sport);
+            let h = driver::ecmp_hash(self.cfg.seed, node.0, b, a, f.udp_sport);
             cands[(h % cands.len() as u64) as usize]
         }
     }
@@ -1437,21 +1437,6 @@ impl Simulation {
             pfc_cycles: self.pfc_cycles.clone(),
         }
     }
-}
-
-/// The ECMP hash of a packet at `switch`: a seeded mix (SplitMix64 finaliser) of the
-/// 5-tuple fields that vary here (source and destination host, UDP source port; the
-/// protocol and destination port 4791 are the same for all RoCEv2 traffic).
-fn ecmp_hash(seed: u64, switch: u32, src: u32, dst: u32, sport: u16) -> u64 {
-    let mut x = seed
-        ^ (switch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        ^ ((src as u64) << 32 | dst as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9)
-        ^ (sport as u64).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^= x >> 30;
-    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x ^= x >> 27;
-    x = x.wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
 }
 
 impl LifecycleEvent for Event {

@@ -7,7 +7,7 @@
 //! `size` follows nccl-tests: the buffer of all-reduce and broadcast, the whole output of
 //! all-gather, the whole input of reduce-scatter, the send buffer of all-to-all.
 
-use super::{Dep, Message, Workload};
+use super::{Dep, Message, Pipeline, Workload};
 use fabricsim_core::units::{HostId, Time};
 use std::collections::BTreeMap;
 
@@ -414,6 +414,9 @@ impl Graph<'_> {
         let m = members.len();
         let blocks = m as u64;
         let pieces = self.pieces(bytes.div_ceil(blocks));
+        if self.w.compact {
+            return self.compact_ring(members, bytes, steps, pieces, ready);
+        }
         let mut prev: Vec<Vec<u32>> = Vec::new();
         let mut last_own: Vec<Option<u32>> = vec![None; m];
         for k in 0..steps {
@@ -439,6 +442,45 @@ impl Graph<'_> {
         (0..m)
             .map(|i| prev.get((i + m - 1) % m).and_then(|v| v.last().copied()))
             .collect()
+    }
+
+    /// The compact ring (flow level): each member sends one message to the next,
+    /// carrying its `steps` blocks of `bytes / members` (to a byte per step), once both
+    /// ends are ready; the pipeline's step latencies are left to the model
+    /// ([`Pipeline::Ring`]). Returns, per member, the message it receives.
+    fn compact_ring(
+        &mut self,
+        members: &[usize],
+        bytes: u64,
+        steps: usize,
+        pieces: u64,
+        ready: &[Vec<Dep>],
+    ) -> Vec<Option<u32>> {
+        let m = members.len();
+        let data = (steps as u128 * bytes as u128 / m as u128) as u64;
+        let pipeline = Pipeline::Ring {
+            steps: steps as u32,
+            pieces: pieces as u32,
+        };
+        let mut received = vec![None; m];
+        for i in 0..m {
+            let next = (i + 1) % m;
+            let mut after = ready[i].clone();
+            after.extend(ready[next].iter().filter(|d| !ready[i].contains(d)));
+            let id = self.send_deps(members[i], members[next], data, after, None);
+            self.w.pipelined.push((id, pipeline));
+            received[next] = Some(id);
+        }
+        received
+    }
+
+    /// A compact chain or tree edge (flow level): the whole transfer in one message,
+    /// `hop` piece-hops behind the chain's first edge ([`Pipeline::Chain`]).
+    fn compact_edge(&mut self, from: usize, to: usize, bytes: u64, hop: u32) -> u32 {
+        let pieces = self.pieces(bytes) as u32;
+        let id = self.send(from, to, bytes, Vec::new(), None);
+        self.w.pipelined.push((id, Pipeline::Chain { hop, pieces }));
+        id
     }
 
     /// NCCL-style hierarchical all-reduce over servers of `group` consecutive ranks: a
@@ -496,6 +538,13 @@ impl Graph<'_> {
     fn chain(&mut self, bytes: u64) {
         let n = self.n();
         let root = self.c.root as usize;
+        if self.w.compact {
+            for hop in 0..n - 1 {
+                let (from, to) = ((root + hop) % n, (root + hop + 1) % n);
+                self.compact_edge(from, to, bytes, hop as u32);
+            }
+            return;
+        }
         let pieces = self.pieces(bytes);
         let mut prev: Vec<u32> = Vec::new();
         for hop in 0..n - 1 {
@@ -566,6 +615,19 @@ impl Graph<'_> {
     fn tree(&mut self, bytes: u64, mirrored: bool) {
         let n = self.n();
         let rank = |i: usize| if mirrored { n - 1 - i } else { i };
+        if self.w.compact {
+            // Heap depth of position i; a piece climbs from the deepest leaf to the root,
+            // then descends.
+            let depth = |i: usize| (usize::BITS - 1 - (i + 1).leading_zeros()) as u32;
+            let deepest = depth(n - 1);
+            for i in (1..n).rev() {
+                self.compact_edge(rank(i), rank((i - 1) / 2), bytes, deepest - depth(i));
+            }
+            for i in 1..n {
+                self.compact_edge(rank((i - 1) / 2), rank(i), bytes, deepest + depth(i) - 1);
+            }
+            return;
+        }
         let pieces = self.pieces(bytes);
         let children = |i: usize| (2 * i + 1..=2 * i + 2).filter(move |&c| c < n);
         // Up: position i sends piece p to its parent after its children's piece p.

@@ -241,8 +241,8 @@ fn stages(
 }
 
 /// Rewrites `w` so every network message between servers crosses its hosts' data paths.
-/// Messages inside a server (NVLink), SHARP contributions and data-path stages stay as
-/// they are. Dependencies, connection order and every recorded range follow.
+/// Messages inside a server (NVLink), SHARP contributions, data-path stages and the edges
+/// of compact collectives (flow level) stay as they are. Dependencies, connection order and every recorded range follow.
 pub fn apply(w: &mut Workload, h: &HostConfig, hosts: u32, gpus_per_node: u32) {
     let r = Resources { hosts };
     let old = std::mem::take(w);
@@ -252,7 +252,11 @@ pub fn apply(w: &mut Workload, h: &HostConfig, hosts: u32, gpus_per_node: u32) {
     let mut last: Vec<u32> = Vec::with_capacity(old.messages.len());
     let mut last_net: Vec<u32> = Vec::with_capacity(old.messages.len());
     let mut pathed = Vec::new();
+    let mut pipelined = old.pipelined.iter().peekable();
     for (i, m) in old.messages.iter().enumerate() {
+        // A compact collective's edge (flow level) stays whole: its pipeline is the
+        // model's to time, so it goes GPUDirect.
+        let compact = pipelined.next_if(|(j, _)| *j as usize == i);
         let start = w.messages.len() as u32;
         let deps: Vec<Dep> = old.after[i]
             .iter()
@@ -263,8 +267,11 @@ pub fn apply(w: &mut Workload, h: &HostConfig, hosts: u32, gpus_per_node: u32) {
             .collect();
         let follows = old.follows[i].map(|f| last_net[f as usize]);
         let plain = m.local.is_some() || m.src == m.dst || m.src.0 / gpn == m.dst.0 / gpn;
-        if plain {
+        if plain || compact.is_some() {
             let id = w.push(*m, deps, follows);
+            if let Some((_, p)) = compact {
+                w.pipelined.push((id, *p));
+            }
             block.push(start..id + 1);
             last.push(id);
             last_net.push(id);
@@ -353,4 +360,5 @@ pub fn apply(w: &mut Workload, h: &HostConfig, hosts: u32, gpus_per_node: u32) {
         .collect();
     w.sharp_groups = old.sharp_groups.iter().map(&remap).collect();
     w.data_paths = pathed;
+    w.compact = old.compact;
 }

@@ -38,6 +38,30 @@ pub struct Local {
     pub latency: Time,
 }
 
+/// At flow level, what one message of a compact collective stands for (see
+/// [`Workload::compact`]): the model adds the pipeline's step latencies to the time its
+/// bytes take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pipeline {
+    /// A ring edge: `steps` steps of `pieces` pieces each, one after another on this
+    /// connection; a step's piece leaves once the same piece of the previous step arrived
+    /// from upstream.
+    Ring { steps: u32, pieces: u32 },
+    /// An edge `hop` hops down a pipelined chain or tree of `pieces` pieces: it starts
+    /// `hop` piece-hops after the chain's first edge.
+    Chain { hop: u32, pieces: u32 },
+}
+
+impl Pipeline {
+    /// Pieces the message is cut into on the wire.
+    pub fn pieces_on_wire(self) -> u64 {
+        match self {
+            Pipeline::Ring { steps, pieces } => steps as u64 * pieces as u64,
+            Pipeline::Chain { pieces, .. } => pieces as u64,
+        }
+    }
+}
+
 /// A traffic entry after validation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Traffic {
@@ -144,6 +168,12 @@ pub struct Workload {
     pub sharp_groups: Vec<Range<u32>>,
     /// Messages sent along host data paths (see [`datapath`]).
     pub data_paths: Vec<datapath::PathedMessage>,
+    /// Collectives expand compactly, for flow level: a pipelined ring or chain becomes one
+    /// message per edge carrying every step's bytes, listed in `pipelined`, instead of one
+    /// message per step and piece. A 131,072-rank ring is then 131,072 messages.
+    pub compact: bool,
+    /// The compact messages, by index, in increasing order.
+    pub pipelined: Vec<(u32, Pipeline)>,
 }
 
 impl Workload {
@@ -157,9 +187,18 @@ impl Workload {
     }
 }
 
-/// Expands traffic entries into a workload, in entry order.
+/// Expands traffic entries into a workload, in entry order, one message per step and
+/// piece of every collective (packet level).
 pub fn build(traffic: &[Traffic], seed: u64) -> Workload {
-    let mut w = Workload::default();
+    build_with(traffic, seed, false)
+}
+
+/// As [`build`], with collectives expanded compactly (flow level) if `compact`.
+pub fn build_with(traffic: &[Traffic], seed: u64, compact: bool) -> Workload {
+    let mut w = Workload {
+        compact,
+        ..Workload::default()
+    };
     for (i, t) in traffic.iter().enumerate() {
         match t {
             Traffic::Collective(c) => {

@@ -1,0 +1,680 @@
+//! Flow level: the same workloads, topologies and reports as the packet-level fabrics,
+//! with messages as fluid flows instead of packets.
+//!
+//! - Every network message crossing the fabric is a flow over the ports its packets
+//!   would take (the static d-mod-k route, ECMP's hash of the same 5-tuple as the RoCEv2
+//!   model, or for adaptive routing the least-loaded candidate at each hop when it
+//!   starts). Its size is its wire bytes: every packet's headers, as the wire layer
+//!   frames them.
+//! - Flows share each port's line rate max-min fairly (water-filling). A flow starting
+//!   or draining re-shares only the ports its connected component of flows touches,
+//!   once per instant however many changed then.
+//! - A flow's completion is when its bytes have drained at its fair rate, plus its path's
+//!   fixed latency: the ideal completion time less its serialisation at the bottleneck,
+//!   so a flow alone on the fabric completes exactly at its ideal time.
+//! - A compact collective edge ([`Pipeline`]) adds its pipeline's step latencies.
+//! - Transfers inside servers (NVLink, data-path stages) and dependencies go through
+//!   the same [`Lifecycle`] as the packet-level fabrics.
+//!
+//! Nothing drops, pauses or marks here: the lossless fabrics' fair share is what flow
+//! level models. ACKs, credit updates and CNPs (under 1 % of the reverse links) are left
+//! out.
+
+use crate::driver::{self, Lifecycle, LifecycleEvent, MessageFabric, Progress, RunState, Tracked};
+use crate::report::{PortResult, RunReport};
+use crate::workload::{Message, Pipeline, Workload};
+use fabricsim_core::engine::EventQueue;
+use fabricsim_core::topology::{NodeKind, Routes, Topology};
+use fabricsim_core::units::{HostId, PortId, Time};
+use fabricsim_core::wire::{ib, roce};
+use std::collections::{BinaryHeap, HashMap};
+
+/// Which fabric's packets the flows stand for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlowWire {
+    Infiniband,
+    Rocev2(roce::IpVersion),
+}
+
+/// How a flow's path is chosen at each switch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlowRouting {
+    /// The d-mod-k static route.
+    Static,
+    /// InfiniBand adaptive routing, which the packet model does per packet, as perfect
+    /// balance: at each hop a flow crosses the trunk of every candidate port of every
+    /// switch its packets may reach there, shared as one link of their summed rate.
+    Adaptive,
+    /// RoCEv2's ECMP hash of the flow's 5-tuple, seeded as the packet model seeds it.
+    Ecmp { seed: u64 },
+}
+
+/// What flow level takes from the fabric's configuration.
+#[derive(Clone, Copy, Debug)]
+pub struct FlowConfig {
+    pub wire: FlowWire,
+    pub mtu: u32,
+    pub tx_latency: Time,
+    pub rx_latency: Time,
+    pub switch_latency: Time,
+    pub routing: FlowRouting,
+}
+
+impl FlowConfig {
+    /// A packet's link bytes.
+    fn frame_len(&self, payload: u32, first: bool) -> u64 {
+        match self.wire {
+            FlowWire::Infiniband => ib::write_packet_len(payload, first) as u64,
+            FlowWire::Rocev2(ip) => roce::write_frame_len(ip, payload, first) as u64,
+        }
+    }
+
+    /// A message's link bytes: its packets, each with its headers.
+    pub fn wire_bytes(&self, size: u64) -> u64 {
+        let mtu = self.mtu as u64;
+        let packets = size.div_ceil(mtu).max(1);
+        let last = size - (packets - 1) * mtu;
+        self.frame_len(if packets == 1 { last as u32 } else { self.mtu }, true)
+            + self.frame_len(self.mtu, false) * packets.saturating_sub(2)
+            + if packets > 1 {
+                self.frame_len(last as u32, false)
+            } else {
+                0
+            }
+    }
+}
+
+/// One message at flow level.
+#[derive(Clone, Debug)]
+pub(crate) struct Flow {
+    msg: Message,
+    life: Progress,
+    pipeline: Option<Pipeline>,
+    /// The egress ports it crosses, host port first (empty until posted).
+    path: Vec<u32>,
+    /// Wire bytes not yet sent, as of `since`.
+    remaining: f64,
+    /// Its fair share, bytes per picosecond.
+    rate: f64,
+    since: Time,
+    /// When it was posted to its sender.
+    posted: Time,
+    /// Bumped at every re-share: a `Drained` event of an older epoch is stale.
+    epoch: u32,
+}
+
+impl Tracked for Flow {
+    fn message(&self) -> &Message {
+        &self.msg
+    }
+    fn progress(&self) -> &Progress {
+        &self.life
+    }
+    fn progress_mut(&mut self) -> &mut Progress {
+        &mut self.life
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Event {
+    Post {
+        flow: u32,
+    },
+    LocalDone {
+        flow: u32,
+    },
+    /// The flow's last byte left its sender, if its epoch is still current.
+    Drained {
+        flow: u32,
+        epoch: u32,
+    },
+    /// The flow's last byte reached its receiver.
+    Finished {
+        flow: u32,
+    },
+    /// Re-share the ports touched since the last re-share.
+    Reshare,
+}
+
+impl LifecycleEvent for Event {
+    fn post(flow: u32) -> Self {
+        Event::Post { flow }
+    }
+    fn local_done(flow: u32) -> Self {
+        Event::LocalDone { flow }
+    }
+}
+
+/// An egress port, or a trunk of ports (adaptive routing), as flows share it.
+#[derive(Clone, Debug, Default)]
+struct Link {
+    /// A trunk's ports (empty for a port): its bytes are spread over them.
+    members: Vec<u32>,
+    /// Line rate, bytes per picosecond.
+    capacity: f64,
+    /// The flows crossing it now, in the order they started.
+    flows: Vec<u32>,
+    tx_bytes: u64,
+    tx_packets: u64,
+    /// Water-filling scratch: capacity left and flows not yet fixed.
+    left: f64,
+    open: u32,
+    /// The re-share that last visited it.
+    mark: u32,
+}
+
+/// The flow-level simulation of one workload on one topology.
+pub struct Simulation {
+    cfg: FlowConfig,
+    topo: Topology,
+    routes: Routes,
+    state: RunState<Event, Flow, ()>,
+    links: Vec<Link>,
+    /// Ports touched since the last re-share.
+    dirty: Vec<u32>,
+    reshare_due: bool,
+    /// Visit marks of the current re-share, per flow.
+    flow_mark: Vec<u32>,
+    round: u32,
+    /// Links up a SHARP aggregation tree (its switch tiers).
+    sharp_depth: u32,
+    /// Adaptive routing: the trunk link of each set of ports, and the trunks between
+    /// each (source switch, destination switch). Looked up, never iterated.
+    trunks: HashMap<Vec<u32>, u32>,
+    trunk_paths: HashMap<(u32, u32), Vec<u32>>,
+}
+
+impl Simulation {
+    /// Builds the model; errors if some host cannot reach another.
+    pub fn new(
+        cfg: FlowConfig,
+        topo: Topology,
+        workload: &Workload,
+        stop_at: Option<Time>,
+    ) -> Result<Self, String> {
+        let routes = Routes::minimal(&topo)?;
+        let mut pipelined = workload.pipelined.iter().peekable();
+        let flows: Vec<Flow> = workload
+            .messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| Flow {
+                msg: *m,
+                life: Progress::new(m.start, workload.follows[i]),
+                pipeline: pipelined
+                    .next_if(|(j, _)| *j as usize == i)
+                    .map(|(_, p)| *p),
+                path: Vec::new(),
+                remaining: 0.0,
+                rate: 0.0,
+                since: Time::ZERO,
+                posted: Time::ZERO,
+                epoch: 0,
+            })
+            .collect();
+        let links = topo
+            .ports()
+            .iter()
+            .map(|p| Link {
+                capacity: p.rate.bps() as f64 / 8e12,
+                ..Link::default()
+            })
+            .collect();
+        let lifecycle = Lifecycle::new(workload, &topo, cfg.tx_latency);
+        let mut queue = EventQueue::new();
+        driver::schedule_posts(&mut queue, lifecycle.initial_posts(&workload.messages));
+        let sharp_depth = topo
+            .nodes()
+            .iter()
+            .filter_map(|k| match k {
+                NodeKind::Switch { tier } => Some(*tier as u32 + 1),
+                NodeKind::Host(_) => None,
+            })
+            .max()
+            .unwrap_or(1);
+        Ok(Simulation {
+            cfg,
+            routes,
+            flow_mark: vec![0; flows.len()],
+            state: RunState {
+                queue,
+                flows,
+                lifecycle,
+                stop_at,
+                stopped_by_time: false,
+                deadlock: None,
+                capture: None,
+            },
+            links,
+            dirty: Vec::new(),
+            reshare_due: false,
+            round: 0,
+            sharp_depth,
+            trunks: HashMap::new(),
+            trunk_paths: HashMap::new(),
+            topo,
+        })
+    }
+
+    /// Events handled so far.
+    pub fn events(&self) -> u64 {
+        self.state.queue.popped()
+    }
+
+    /// The simulated clock.
+    pub fn now(&self) -> Time {
+        self.state.queue.now()
+    }
+
+    /// The ports a message from `src` to `dst` crosses, host port first. A SHARP
+    /// contribution (`src == dst`) crosses its host's link up and down: the switches
+    /// reduce, so each tree link carries the buffer once.
+    fn path(&mut self, flow: u32) -> Vec<u32> {
+        let m = self.state.flows[flow as usize].msg;
+        let first = self.topo.host_port(m.src);
+        if m.src == m.dst {
+            return vec![first.0, self.topo.port(first).peer.0];
+        }
+        if self.cfg.routing == FlowRouting::Adaptive {
+            return self.trunk_path(m.src, m.dst);
+        }
+        let mut path = vec![first.0];
+        let mut port = first;
+        loop {
+            let node = self.topo.port(self.topo.port(port).peer).node;
+            if !matches!(self.topo.nodes()[node.index()], NodeKind::Switch { .. }) {
+                return path;
+            }
+            let cands = self.routes.candidates(node, m.dst);
+            port = match self.cfg.routing {
+                _ if cands.len() == 1 => cands[0],
+                FlowRouting::Static => self.routes.static_port(node, m.dst),
+                FlowRouting::Ecmp { seed } => {
+                    let sport = driver::udp_source_port(flow);
+                    let h = driver::ecmp_hash(seed, node.0, m.src.0, m.dst.0, sport);
+                    cands[(h % cands.len() as u64) as usize]
+                }
+                FlowRouting::Adaptive => unreachable!("adaptive paths are trunk paths"),
+            };
+            path.push(port.0);
+        }
+    }
+
+    /// The links a flow crosses under adaptive routing: its host port, then at each hop
+    /// the trunk of the candidate ports of every switch its packets may have reached,
+    /// then its receiver's port.
+    fn trunk_path(&mut self, src: HostId, dst: HostId) -> Vec<u32> {
+        let first = self.topo.host_port(src);
+        let leaf = self.topo.port(self.topo.port(first).peer).node;
+        let last = self.topo.port(self.topo.host_port(dst)).peer;
+        let dst_leaf = self.topo.port(last).node;
+        let key = (leaf.0, dst_leaf.0);
+        if !self.trunk_paths.contains_key(&key) {
+            let mut middle = Vec::new();
+            let mut frontier = vec![leaf];
+            while frontier != [dst_leaf] {
+                let mut ports: Vec<u32> = frontier
+                    .iter()
+                    .flat_map(|&n| self.routes.candidates(n, dst).iter().map(|p| p.0))
+                    .collect();
+                ports.sort_unstable();
+                ports.dedup();
+                frontier = ports
+                    .iter()
+                    .map(|&p| self.topo.port(self.topo.port(PortId(p)).peer).node)
+                    .collect();
+                frontier.sort_unstable();
+                frontier.dedup();
+                middle.push(self.trunk(ports));
+            }
+            self.trunk_paths.insert(key, middle);
+        }
+        let mut path = vec![first.0];
+        path.extend(&self.trunk_paths[&key]);
+        path.push(last.0);
+        path
+    }
+
+    /// The link standing for `ports`: the port itself, or their trunk.
+    fn trunk(&mut self, ports: Vec<u32>) -> u32 {
+        if let [one] = ports[..] {
+            return one;
+        }
+        if let Some(&t) = self.trunks.get(&ports) {
+            return t;
+        }
+        let id = self.links.len() as u32;
+        self.links.push(Link {
+            capacity: ports.iter().map(|&p| self.links[p as usize].capacity).sum(),
+            members: ports.clone(),
+            ..Link::default()
+        });
+        self.trunks.insert(ports, id);
+        id
+    }
+
+    /// Ideal completion of a message on an empty fabric, as the packet-level fabrics
+    /// compute it.
+    fn ideal_fct(&self, m: &Message) -> Time {
+        if let Some(t) = self.state.lifecycle.ideal_local(&self.topo, m) {
+            return t;
+        }
+        if m.src == m.dst {
+            let port = self.topo.port(self.topo.host_port(m.src));
+            let packet = self.cfg.frame_len(self.cfg.mtu, false);
+            return self.cfg.tx_latency
+                + self.cfg.rx_latency
+                + port.rate.serialization(self.cfg.wire_bytes(m.size))
+                + (port.delay + self.cfg.switch_latency + port.rate.serialization(packet))
+                    * (2 * self.sharp_depth as u64);
+        }
+        driver::ideal_fct(
+            &self.topo,
+            &self.routes,
+            m,
+            self.cfg.mtu,
+            self.cfg.tx_latency + self.cfg.rx_latency,
+            self.cfg.switch_latency,
+            |payload, first| self.cfg.frame_len(payload, first),
+        )
+    }
+
+    /// From the moment a message's last byte leaves its sender to its completion at the
+    /// receiver, on its path: the ideal time less the posting latency and the whole
+    /// message at the path's slowest port.
+    fn lead(&self, m: &Message, path: &[u32]) -> Time {
+        let slowest = path
+            .iter()
+            .filter(|&&p| (p as usize) < self.topo.ports().len())
+            .map(|&p| self.topo.port(PortId(p)).rate)
+            .min_by_key(|r| r.bps())
+            .expect("a path has a port");
+        let wire = slowest.serialization(self.cfg.wire_bytes(m.size));
+        self.ideal_fct(m)
+            .saturating_sub(self.cfg.tx_latency)
+            .saturating_sub(wire)
+    }
+
+    /// Marks the ports of `flow`'s path for the next re-share, due now.
+    fn touch(&mut self, flow: u32) {
+        for &l in &self.state.flows[flow as usize].path {
+            self.dirty.push(l);
+        }
+        if !self.reshare_due {
+            self.reshare_due = true;
+            let now = self.state.queue.now();
+            self.state.queue.schedule(now, Event::Reshare);
+        }
+    }
+
+    /// Max-min fair rates for the flows connected to the touched ports, and their new
+    /// drain events. Progressive filling: the port with the smallest equal share fixes
+    /// its open flows at that share, which leaves the other ports on their paths.
+    fn reshare(&mut self) {
+        self.reshare_due = false;
+        self.round += 1;
+        let round = self.round;
+        let now = self.state.queue.now();
+        // The connected component: ports -> their flows -> those flows' ports.
+        let mut ports: Vec<u32> = Vec::new();
+        let mut flows: Vec<u32> = Vec::new();
+        let mut stack = std::mem::take(&mut self.dirty);
+        while let Some(l) = stack.pop() {
+            let link = &mut self.links[l as usize];
+            if link.mark == round {
+                continue;
+            }
+            link.mark = round;
+            ports.push(l);
+            for &f in &link.flows {
+                if self.flow_mark[f as usize] != round {
+                    self.flow_mark[f as usize] = round;
+                    flows.push(f);
+                    stack.extend(&self.state.flows[f as usize].path);
+                }
+            }
+        }
+        for &f in &flows {
+            let fl = &mut self.state.flows[f as usize];
+            fl.remaining = (fl.remaining - fl.rate * (now - fl.since).ps() as f64).max(0.0);
+            fl.since = now;
+            fl.rate = -1.0;
+        }
+        let mut heap = BinaryHeap::new();
+        for &l in &ports {
+            let link = &mut self.links[l as usize];
+            link.left = link.capacity;
+            link.open = link.flows.len() as u32;
+            if link.open > 0 {
+                heap.push(std::cmp::Reverse((share_key(link.left, link.open), l)));
+            }
+        }
+        while let Some(std::cmp::Reverse((key, l))) = heap.pop() {
+            let link = &self.links[l as usize];
+            if link.open == 0 || share_key(link.left, link.open) != key {
+                continue;
+            }
+            let share = link.left / link.open as f64;
+            let members = link.flows.clone();
+            for f in members {
+                if self.state.flows[f as usize].rate >= 0.0 {
+                    continue;
+                }
+                self.state.flows[f as usize].rate = share;
+                for &other in &self.state.flows[f as usize].path {
+                    let o = &mut self.links[other as usize];
+                    o.left = (o.left - share).max(0.0);
+                    o.open -= 1;
+                    if o.open > 0 && other != l {
+                        heap.push(std::cmp::Reverse((share_key(o.left, o.open), other)));
+                    }
+                }
+            }
+        }
+        for &f in &flows {
+            let fl = &mut self.state.flows[f as usize];
+            fl.epoch += 1;
+            let ps = (fl.remaining / fl.rate).ceil();
+            let at = now
+                + Time(if ps.is_finite() {
+                    ps as u64
+                } else {
+                    u64::MAX / 4
+                });
+            let epoch = fl.epoch;
+            self.state
+                .queue
+                .schedule(at, Event::Drained { flow: f, epoch });
+        }
+    }
+
+    /// The flow's last byte left: it leaves its ports, its connection's next message
+    /// may post, and it completes a path latency (and its pipeline's steps) later.
+    fn drained(&mut self, flow: u32) {
+        let now = self.state.queue.now();
+        self.touch(flow);
+        let (m, path, pipeline, posted) = {
+            let f = &self.state.flows[flow as usize];
+            (f.msg, f.path.clone(), f.pipeline, f.posted)
+        };
+        let packets = match pipeline {
+            Some(p) => p.pieces_on_wire(),
+            None => 1,
+        };
+        let piece = m.size / packets;
+        let wire = self.cfg.wire_bytes(m.size);
+        for &l in &path {
+            let link = &mut self.links[l as usize];
+            link.flows.retain(|&f| f != flow);
+            link.tx_bytes += wire;
+            link.tx_packets += packets * piece.div_ceil(self.cfg.mtu as u64).max(1);
+        }
+        let f = &mut self.state.flows[flow as usize];
+        f.remaining = 0.0;
+        f.life.sent_bytes = m.size;
+        f.life.injected = true;
+        let successor = f.life.successor.take();
+        let drain = now - posted;
+        let done = match pipeline {
+            None => now + self.lead(&m, &path),
+            Some(p) => {
+                let piece_msg = Message { size: piece, ..m };
+                let lead = self.lead(&piece_msg, &path);
+                now + lead + step_latency(p, drain, lead + self.cfg.tx_latency)
+            }
+        };
+        self.state.queue.schedule(done, Event::Finished { flow });
+        if let Some(next) = successor {
+            self.post(next);
+        }
+    }
+
+    fn finished(&mut self, flow: u32) {
+        let now = self.state.queue.now();
+        let f = &mut self.state.flows[flow as usize];
+        f.life.finish = Some(now);
+        f.life.acked = Some(now);
+        f.life.delivered_bytes = f.msg.size;
+        self.state.lifecycle.completed += 1;
+        self.release_dependents(flow, now);
+    }
+
+    /// Everything measured, for the experiment layer. Flow level has no queues, pauses,
+    /// marks or drops to report: those counters are zero.
+    pub fn report(&self) -> RunReport {
+        let mut ports: Vec<PortResult> = (0..self.topo.ports().len())
+            .map(|i| PortResult {
+                tx_bytes: self.links[i].tx_bytes,
+                tx_packets: self.links[i].tx_packets,
+                ..PortResult::new(&self.topo, PortId(i as u32))
+            })
+            .collect();
+        // A trunk's bytes, spread evenly over its ports (the first ones take the rest).
+        for trunk in &self.links[ports.len()..] {
+            let n = trunk.members.len() as u64;
+            for (k, &p) in trunk.members.iter().enumerate() {
+                let r = &mut ports[p as usize];
+                r.tx_bytes += trunk.tx_bytes / n + u64::from((k as u64) < trunk.tx_bytes % n);
+                r.tx_packets += trunk.tx_packets / n + u64::from((k as u64) < trunk.tx_packets % n);
+            }
+        }
+        RunReport {
+            sim_time: self.state.sim_time(),
+            events: self.events(),
+            flows: self.state.flow_results(|m| self.ideal_fct(m)),
+            ports,
+            drops: 0,
+            retransmitted_packets: 0,
+            congestion_marks: 0,
+            congestion_notifications: 0,
+            duplicates: 0,
+            buffer_overflows: 0,
+            peak_packets_in_flight: 0,
+            stopped_by_time: self.state.stopped_by_time,
+            pfc_pause_frames: 0,
+            naks: 0,
+            timeouts: 0,
+            watchdog_trips: 0,
+            deadlock: None,
+            pfc_cycles: Vec::new(),
+        }
+    }
+}
+
+/// A water-filling share as an orderable key: positive floats order as their bits.
+fn share_key(left: f64, open: u32) -> u64 {
+    (left / open as f64).to_bits()
+}
+
+/// What a pipeline adds to a compact edge's drain time (`drain`: from its posting to its
+/// last byte leaving, at the rates it got), with `hop` the latency from a piece leaving
+/// one rank to the next rank posting it (`lead` plus the posting latency).
+///
+/// A ring of K steps of P pieces, each of time t = drain / (K P): piece p of step k leaves
+/// at the later of the edge's previous piece and the same piece of step k-1 arriving, so
+/// the last leaves at max(K P t, (K - 1)(t + hop) + P t) - t: the edge is either busy
+/// throughout or waits on the ring's latency. A chain edge `h` hops down starts h piece
+/// times and h hops after the first.
+fn step_latency(p: Pipeline, drain: Time, hop: Time) -> Time {
+    match p {
+        Pipeline::Ring { steps, pieces } => {
+            let t = Time(drain.ps() / p.pieces_on_wire().max(1));
+            let latency_bound = (t + hop) * (steps.max(1) as u64 - 1) + t * pieces as u64;
+            latency_bound.saturating_sub(drain)
+        }
+        Pipeline::Chain { hop: h, pieces } => {
+            let t = Time(drain.ps() / pieces.max(1) as u64);
+            (t + hop) * h as u64
+        }
+    }
+}
+
+impl MessageFabric for Simulation {
+    type Event = Event;
+    type Flow = Flow;
+    type Capture = ();
+
+    fn state(&self) -> &RunState<Event, Flow, ()> {
+        &self.state
+    }
+    fn state_mut(&mut self) -> &mut RunState<Event, Flow, ()> {
+        &mut self.state
+    }
+    fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    fn handle_next(&mut self) {
+        let Some((_, event)) = self.state.next_event() else {
+            return;
+        };
+        match event {
+            Event::Post { flow } => self.post(flow),
+            Event::LocalDone { flow } => self.local_done(flow),
+            Event::Drained { flow, epoch } => {
+                if self.state.flows[flow as usize].epoch == epoch {
+                    self.drained(flow);
+                }
+            }
+            Event::Finished { flow } => self.finished(flow),
+            Event::Reshare => self.reshare(),
+        }
+    }
+
+    fn inherit_connection(&mut self, prev: u32, next: u32) {
+        self.state.flows[prev as usize].life.handed_to = Some(next);
+    }
+
+    /// The message becomes a flow on its path, shared at the next re-share.
+    fn enqueue(&mut self, flow: u32) {
+        let path = self.path(flow);
+        let now = self.state.queue.now();
+        for &l in &path {
+            self.links[l as usize].flows.push(flow);
+        }
+        let f = &mut self.state.flows[flow as usize];
+        f.remaining = self.cfg.wire_bytes(f.msg.size) as f64;
+        f.path = path;
+        f.since = now;
+        f.posted = now;
+        f.rate = 0.0;
+        self.touch(flow);
+    }
+
+    /// A transfer inside a server, as on the packet-level fabrics; a compact ring inside
+    /// a server (NVLink) also waits out its steps' latencies.
+    fn post_local(&mut self, flow: u32) {
+        let s = &mut self.state;
+        let now = s.queue.now();
+        let (mut done, next) = s.lifecycle.start_local(&mut s.flows, flow, now);
+        let f = &s.flows[flow as usize];
+        if let (Some(p), None) = (f.pipeline, f.msg.local) {
+            let hop = self.topo.nvlink().latency + self.cfg.tx_latency;
+            done += step_latency(p, done - now, hop);
+        }
+        s.queue.schedule(done, Event::LocalDone { flow });
+        if let Some(next) = next {
+            self.post(next);
+        }
+    }
+}
