@@ -10,7 +10,7 @@ use fabricsim_experiment::formats::pcap::LinkType;
 use fabricsim_experiment::runner::{self, PcapRequest, RunRequest};
 use fabricsim_experiment::scenario::{FabricKind, Level, Scenario};
 use fabricsim_experiment::{
-    bench, collective_sweep, compare, estimate, heap, report, results, sweep, validate,
+    bench, calibrate, collective_sweep, compare, estimate, heap, report, results, sweep, validate,
 };
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -149,6 +149,17 @@ enum Command {
         #[arg(long)]
         report: Option<PathBuf>,
         /// The suite's folder (default examples/validation).
+        #[arg(long)]
+        suite: Option<PathBuf>,
+    },
+    /// Run the calibration suite at packet and flow level on both fabrics and print flow
+    /// level's error against packet level with its target (exit status 3 if a figure
+    /// misses its target).
+    Calibrate {
+        /// Print the rows as a JSON list instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// The suite's folder (default examples/calibration).
         #[arg(long)]
         suite: Option<PathBuf>,
     },
@@ -568,6 +579,29 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
                     "fabricsim validate: outside tolerance (or moved from the recorded figure): {}",
                     moved.join(", ")
                 );
+                Ok(Completion::Unfinished)
+            }
+        }
+        Command::Calibrate {
+            json: as_json,
+            suite,
+        } => {
+            let dir = suite.unwrap_or_else(calibrate::default_suite);
+            let rows = calibrate::run_suite(&dir, &Catalog::builtin())?;
+            if as_json {
+                out(&json(&rows))?;
+            } else {
+                out(&calibrate::table(&rows))?;
+            }
+            let missed: Vec<String> = rows
+                .iter()
+                .filter(|r| !r.within())
+                .map(|r| format!("{} {} {}", r.case, r.fabric, r.metric))
+                .collect();
+            if missed.is_empty() {
+                Ok(Completion::Complete)
+            } else {
+                eprintln!("fabricsim calibrate: outside target: {}", missed.join(", "));
                 Ok(Completion::Unfinished)
             }
         }

@@ -6,7 +6,7 @@
 //! which is the order traffic specifications use.
 
 use crate::units::{BitRate, HostId, NodeId, PortId, Time};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// What a node is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -492,12 +492,30 @@ impl Routes {
         let groups = leaders.len();
         let mut routes = vec![Route::default(); switches.len() * groups];
         let mut pool = Vec::new();
-        let mut shared: BTreeMap<Vec<PortId>, u32> = BTreeMap::new();
+        // Candidate lists by content, looked up without allocating; never iterated.
+        let mut shared: HashMap<Vec<PortId>, u32> = HashMap::new();
         let mut rules: BTreeMap<(usize, usize), u32> = BTreeMap::new();
+        let mut dist = vec![u32::MAX; nodes.len()];
+        let mut queue = VecDeque::new();
+        let mut list: Vec<PortId> = Vec::new();
+        // Each port's far node, and which nodes are switches: the loops below read them
+        // groups x switch ports times.
+        let peer_node: Vec<u32> = topo
+            .ports()
+            .iter()
+            .map(|p| topo.port(p.peer).node.0)
+            .collect();
+        let is_switch: Vec<bool> = nodes
+            .iter()
+            .map(|k| matches!(k, NodeKind::Switch { .. }))
+            .collect();
         for (g, &leader) in leaders.iter().enumerate() {
-            let dist = topo.distances_from(leader);
-            if let Some(h) =
-                (0..hosts).find(|&h| dist[topo.host_node(HostId(h as u32)).index()] == u32::MAX)
+            let from = attached[leader.index()];
+            Routes::switch_distances(topo, &peer_node, &is_switch, from, &mut dist, &mut queue);
+            // Links go both ways: if the first group reaches every host, all do.
+            if let Some(h) = (0..hosts)
+                .take(if g == 0 { hosts } else { 0 })
+                .find(|&h| dist[attached[h].index()] == u32::MAX)
             {
                 return Err(format!(
                     "host {h} cannot reach host {}: the topology is not connected",
@@ -508,19 +526,24 @@ impl Routes {
                 if n == attached[leader.index()] {
                     continue; // The last hop is per host: `down_port`.
                 }
-                let list: Vec<PortId> = topo
-                    .node_ports(n)
-                    .iter()
-                    .copied()
-                    .filter(|&p| {
-                        dist[topo.port(topo.port(p).peer).node.index()] + 1 == dist[n.index()]
-                    })
-                    .collect();
+                list.clear();
+                let here = dist[n.index()];
+                list.extend(
+                    topo.node_ports(n)
+                        .iter()
+                        .copied()
+                        .filter(|&p| dist[peer_node[p.index()] as usize].wrapping_add(1) == here),
+                );
                 let len = list.len();
-                let start = *shared.entry(list).or_insert_with_key(|list| {
-                    pool.extend_from_slice(list);
-                    (pool.len() - len) as u32
-                });
+                let start = match shared.get(list.as_slice()) {
+                    Some(&start) => start,
+                    None => {
+                        pool.extend_from_slice(&list);
+                        let start = (pool.len() - len) as u32;
+                        shared.insert(list.clone(), start);
+                        start
+                    }
+                };
                 let stride = len.checked_pow(tier as u32).unwrap_or(usize::MAX).max(1);
                 let next = rules.len() as u32;
                 let rule = *rules.entry((len, stride)).or_insert(next);
@@ -548,6 +571,31 @@ impl Routes {
             hosts,
             pool,
         })
+    }
+
+    /// Hop distances from switch `from` to every switch, through switches only (hosts
+    /// never forward), into `dist` (`u32::MAX`: unreachable; hosts stay unreachable).
+    fn switch_distances(
+        topo: &Topology,
+        peer_node: &[u32],
+        is_switch: &[bool],
+        from: NodeId,
+        dist: &mut [u32],
+        queue: &mut VecDeque<NodeId>,
+    ) {
+        dist.fill(u32::MAX);
+        dist[from.index()] = 0;
+        queue.push_back(from);
+        while let Some(n) = queue.pop_front() {
+            let d = dist[n.index()] + 1;
+            for &p in topo.node_ports(n) {
+                let next = peer_node[p.index()] as usize;
+                if dist[next] == u32::MAX && is_switch[next] {
+                    dist[next] = d;
+                    queue.push_back(NodeId(next as u32));
+                }
+            }
+        }
     }
 
     /// The entry of `switch` toward `dst`, or `None` on `dst`'s own switch.

@@ -14,6 +14,7 @@
 //! ```
 
 pub mod bench;
+pub mod calibrate;
 pub mod catalog;
 pub mod collective_sweep;
 pub mod compare;

@@ -30,6 +30,8 @@ pub struct Percentiles {
 pub struct Summary {
     pub scenario: String,
     pub fabric: &'static str,
+    /// "packet" or "flow": the level the run was simulated at.
+    pub level: &'static str,
     pub sim_time_ns: u64,
     pub events: u64,
     pub wall_seconds: f64,
@@ -328,6 +330,11 @@ pub fn summary(scenario: &Scenario, out: &Outcome) -> Summary {
     Summary {
         scenario: scenario.name.clone(),
         fabric: scenario.fabric.name(),
+        level: if scenario.runs_at_flow_level().0 {
+            "flow"
+        } else {
+            "packet"
+        },
         sim_time_ns: r.sim_time.ns(),
         events: r.events,
         wall_seconds: out.wall_seconds,

@@ -76,26 +76,31 @@ impl Comparison {
 /// The suite's folder: `examples/validation` under the working directory, else in the
 /// source tree fabricsim was built from.
 pub fn default_suite() -> PathBuf {
-    let here = PathBuf::from("examples/validation");
+    examples_folder("validation")
+}
+
+/// `examples/NAME` under the working directory, else in the source tree fabricsim was
+/// built from.
+pub fn examples_folder(name: &str) -> PathBuf {
+    let here = Path::new("examples").join(name);
     if here.is_dir() {
         return here;
     }
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/validation")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(name)
 }
 
 /// The case files of `dir`, in name order.
 pub fn case_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| format!("validation suite {}: {e}", dir.display()))?
+        .map_err(|e| format!("suite {}: {e}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
         .collect();
     files.sort();
     if files.is_empty() {
-        return Err(format!(
-            "validation suite {}: no case files (*.toml)",
-            dir.display()
-        ));
+        return Err(format!("suite {}: no case files (*.toml)", dir.display()));
     }
     Ok(files)
 }

@@ -86,8 +86,9 @@ pub struct ClusterDesigns {
     pub nic_rate: BitRate,
     pub style: ClosStyle,
     pub oversubscription: f64,
-    /// Per fabric: `[infiniband, rocev2]`.
-    pub plans: [ClosPlan; 2],
+    /// Per fabric: `[infiniband, rocev2]`; a fabric's switch that cannot build the
+    /// cluster has the reason instead (refused when that fabric runs).
+    pub plans: [Result<ClosPlan, String>; 2],
 }
 
 /// `[cluster]` read.
@@ -97,12 +98,14 @@ pub(super) struct ClusterSection {
 }
 
 /// Reads `[cluster]` (absent: the default hardware, no designs). `link_rate` is
-/// `fabric.link_rate` (the default NIC rate).
+/// `fabric.link_rate` (the default NIC rate); `fabric` the scenario's own fabric, whose
+/// design must exist (the other's is needed only by `compare`).
 pub(super) fn parse(
     c: &Ctx,
     f: Option<&FileCluster>,
     catalog: &Catalog,
     link_rate: BitRate,
+    fabric: FabricKind,
 ) -> Result<ClusterSection, ScenarioError> {
     let empty = FileCluster::default();
     let f = f.unwrap_or(&empty);
@@ -171,7 +174,7 @@ pub(super) fn parse(
             designs: None,
         });
     }
-    let designs = designs(c, f, catalog, &hardware, link_rate)?;
+    let designs = designs(c, f, catalog, &hardware, link_rate, fabric)?;
     Ok(ClusterSection {
         hardware,
         designs: Some(designs),
@@ -185,6 +188,7 @@ fn designs(
     catalog: &Catalog,
     hw: &Hardware,
     link_rate: BitRate,
+    fabric: FabricKind,
 ) -> Result<ClusterDesigns, ScenarioError> {
     let gpus = c
         .count("cluster.gpus", &f.gpus, 2, 1 << 20)?
@@ -208,15 +212,15 @@ fn designs(
     let oversubscription = c
         .number("cluster.oversubscription", &f.oversubscription, 1.0, 64.0)?
         .unwrap_or(1.0);
-    let plan_for = |fabric: FabricKind| -> Result<ClosPlan, ScenarioError> {
+    let plan_for = |fabric: FabricKind| -> Result<ClosPlan, String> {
         let key = format!("cluster.switch.{}", fabric.name());
         let item = catalog.get(hw.switch_for(fabric)).expect("checked");
         let radix = item.ports_at(nic_rate).ok_or_else(|| {
-            invalid(format!(
+            format!(
                 "{key} = \"{}\": its {} ports cannot run at cluster.nic_rate = \"{nic_rate}\"",
                 item.name,
                 item.port_rate.expect("a switch has a port rate")
-            ))
+            )
         })?;
         clos::plan(&ClosRequest {
             hosts: gpus,
@@ -226,22 +230,26 @@ fn designs(
             oversubscription,
         })
         .map_err(|m| {
-            invalid(format!(
+            format!(
                 "cluster.gpus = {gpus} on {key} = \"{}\" ({radix} ports): {m}",
                 item.name
-            ))
+            )
         })
     };
+    let plans = [
+        plan_for(FabricKind::Infiniband),
+        plan_for(FabricKind::Rocev2),
+    ];
+    if let Err(m) = &plans[fabric as usize] {
+        return Err(invalid(m.clone()));
+    }
     Ok(ClusterDesigns {
         gpus,
         gpus_per_node,
         nic_rate,
         style,
         oversubscription,
-        plans: [
-            plan_for(FabricKind::Infiniband)?,
-            plan_for(FabricKind::Rocev2)?,
-        ],
+        plans,
     })
 }
 
@@ -294,7 +302,14 @@ pub(super) fn write_toml(hw: &Hardware, d: Option<&ClusterDesigns>, s: &mut Stri
             .iter()
             .zip(&d.plans)
         {
-            let _ = writeln!(s, "# {} design: {}", fabric.name(), describe(plan));
+            match plan {
+                Ok(plan) => {
+                    let _ = writeln!(s, "# {} design: {}", fabric.name(), describe(plan));
+                }
+                Err(m) => {
+                    let _ = writeln!(s, "# {} design: none: {m}", fabric.name());
+                }
+            }
         }
     }
 }

@@ -180,7 +180,7 @@ impl Scenario {
         if let Some(t) = &root.catalog {
             catalog.merge(t, "").map_err(invalid)?;
         }
-        let cluster = cluster::parse(&c, root.cluster.as_ref(), &catalog, link_rate)?;
+        let cluster = cluster::parse(&c, root.cluster.as_ref(), &catalog, link_rate, kind)?;
         let cost = cost::parse(&c, root.cost.as_ref())?;
         for name in &cost.software {
             catalog

@@ -92,9 +92,10 @@ impl TopologySpec {
         link_delay: Time,
     ) -> Result<Topology, String> {
         match *self {
-            TopologySpec::Cluster(ref d) => {
-                d.plans[fabric as usize].build(d.gpus_per_node, link_rate, link_delay)
-            }
+            TopologySpec::Cluster(ref d) => d.plans[fabric as usize]
+                .as_ref()
+                .map_err(Clone::clone)?
+                .build(d.gpus_per_node, link_rate, link_delay),
             TopologySpec::SingleSwitch { hosts } => {
                 Topology::single_switch(hosts, link_rate, link_delay)
             }

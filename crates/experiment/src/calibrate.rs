@@ -1,0 +1,144 @@
+//! `fabricsim calibrate`: how far flow level is from packet level. Each case of
+//! examples/calibration runs at both levels on both fabrics; the table sets the flow-level
+//! figure beside the packet-level one with the error and the issue's target for it.
+
+use crate::catalog::Catalog;
+use crate::results::{self, Summary};
+use crate::runner;
+use crate::scenario::{FabricKind, Level, Scenario};
+use crate::validate;
+use fabricsim_fabric::workload::{CollectiveOp, Traffic};
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// One figure of one case on one fabric at both levels.
+#[derive(Clone, Debug, Serialize)]
+pub struct Calibration {
+    pub case: String,
+    pub fabric: &'static str,
+    /// "collective_ns", "iteration_ns", "fct_p50_ns" or "completion_ns".
+    pub metric: &'static str,
+    pub packet: f64,
+    pub flow: f64,
+    /// flow / packet - 1.
+    pub error: f64,
+    /// The largest |error| the target allows.
+    pub target: f64,
+    pub packet_wall_seconds: f64,
+    pub flow_wall_seconds: f64,
+}
+
+impl Calibration {
+    pub fn within(&self) -> bool {
+        self.error.abs() <= self.target
+    }
+}
+
+/// The suite's folder, examples/calibration.
+pub fn default_suite() -> PathBuf {
+    validate::examples_folder("calibration")
+}
+
+/// Targets (issue 16): collective and iteration times within 5 % where bandwidth
+/// dominates, 15 % for all-to-all and incast; FCT p50 within 10 %. The completion of a
+/// set of flows (the slowest FCT) is held to 15 % for incast and 10 % otherwise, a
+/// project choice.
+fn targets(s: &Scenario) -> (f64, f64) {
+    let incast = s
+        .traffic
+        .iter()
+        .any(|t| matches!(t, Traffic::Incast { .. }));
+    let all_to_all = s
+        .traffic
+        .iter()
+        .any(|t| matches!(t, Traffic::Collective(c) if c.op == CollectiveOp::AllToAll));
+    let time = if incast || all_to_all { 0.15 } else { 0.05 };
+    let completion = if incast { 0.15 } else { 0.10 };
+    (time, completion)
+}
+
+/// The figures a case is judged by, from its summary: the first training job's iteration,
+/// else the first collective's time, else the flows' p50 FCT and completion.
+fn figures(s: &Summary) -> Vec<(&'static str, f64)> {
+    if let Some(t) = s.training.first() {
+        return vec![("iteration_ns", t.iteration_time_ns.unwrap_or(f64::NAN))];
+    }
+    if let Some(c) = s.collectives.first() {
+        return vec![("collective_ns", c.time_ns.unwrap_or(f64::NAN))];
+    }
+    vec![
+        ("fct_p50_ns", s.fct_ns.p50 as f64),
+        ("completion_ns", s.fct_ns.max as f64),
+    ]
+}
+
+/// Runs one case file on both fabrics at both levels.
+pub fn run_case(file: &Path, catalog: &Catalog) -> Result<Vec<Calibration>, String> {
+    let base = Scenario::load_with(file, catalog).map_err(|e| e.to_string())?;
+    let (time_target, completion_target) = targets(&base);
+    let mut rows = Vec::new();
+    for fabric in [FabricKind::Infiniband, FabricKind::Rocev2] {
+        let at = |level: Level| -> Result<Summary, String> {
+            let mut s = Scenario {
+                fabric,
+                ..base.clone()
+            };
+            s.set_level(level).map_err(|e| e.to_string())?;
+            let out = runner::run(&s, None, false)?;
+            Ok(results::summary(&s, &out))
+        };
+        let (packet, flow) = (at(Level::Packet)?, at(Level::Flow)?);
+        for ((metric, p), (_, f)) in figures(&packet).into_iter().zip(figures(&flow)) {
+            rows.push(Calibration {
+                case: base.name.clone(),
+                fabric: fabric.name(),
+                metric,
+                packet: p,
+                flow: f,
+                error: f / p - 1.0,
+                target: match metric {
+                    "fct_p50_ns" => 0.10,
+                    "completion_ns" => completion_target,
+                    _ => time_target,
+                },
+                packet_wall_seconds: packet.wall_seconds,
+                flow_wall_seconds: flow.wall_seconds,
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// Runs every case of the suite in `dir`, in name order.
+pub fn run_suite(dir: &Path, catalog: &Catalog) -> Result<Vec<Calibration>, String> {
+    let mut rows = Vec::new();
+    for file in validate::case_files(dir)? {
+        rows.extend(run_case(&file, catalog)?);
+    }
+    Ok(rows)
+}
+
+/// The error table, as Markdown (BENCHMARKS.md keeps it).
+pub fn table(rows: &[Calibration]) -> String {
+    let mut s = String::from(
+        "| case | fabric | figure | packet | flow | error | target | within | wall packet / flow |\n|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {:.1} us | {:.1} us | {:+.1} % | {:.0} % | {} | {:.2} s / {:.4} s |",
+            r.case,
+            r.fabric,
+            r.metric.trim_end_matches("_ns"),
+            r.packet / 1e3,
+            r.flow / 1e3,
+            r.error * 100.0,
+            r.target * 100.0,
+            if r.within() { "yes" } else { "NO" },
+            r.packet_wall_seconds,
+            r.flow_wall_seconds
+        );
+    }
+    s
+}
