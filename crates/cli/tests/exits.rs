@@ -147,3 +147,27 @@ fn a_run_that_cannot_fit_in_memory_is_refused_up_front() {
     let text = String::from_utf8_lossy(&check.stdout);
     assert!(text.contains("# estimated run: about"), "{text}");
 }
+
+#[test]
+fn flow_level_refusals_exit_2_naming_why() {
+    for (name, level, why) in [
+        ("incast-8to1.toml", "fluid", "--level fluid"),
+        ("rocev2-pause-storm.toml", "flow", "pause_storm"),
+        ("rocev2-pfc-deadlock.toml", "flow", "cycle"),
+    ] {
+        let out = run(&["run", path(&example(name)), "--level", level]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {err}");
+        assert!(err.contains(why), "{name}: {err}");
+    }
+    let flow = run(&[
+        "run",
+        path(&example("incast-8to1.toml")),
+        "--level",
+        "flow",
+        "--json",
+    ]);
+    assert_eq!(flow.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&flow.stdout).unwrap();
+    assert_eq!(v["level"], "flow");
+}

@@ -70,6 +70,9 @@ pub struct Summary {
     pub training: Vec<TrainingResult>,
     /// Messages on host data paths: their latency and its stages; null without `[host]`.
     pub data_path: Option<DataPathSummary>,
+    /// At flow level, where the result leaves the range calibrated against packet level.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub flow_level_notes: Vec<String>,
 }
 
 /// Messages sent along host data paths: mean end-to-end latency (first stage's start to
@@ -378,6 +381,7 @@ pub fn summary(scenario: &Scenario, out: &Outcome) -> Summary {
         collectives: collective_results(out),
         training: training_results(out),
         data_path: data_path_summary(out),
+        flow_level_notes: out.flow_notes.clone(),
         deadlock: r.deadlock.as_ref().map(DeadlockSummary::from),
         pfc_cycles: r.pfc_cycles.iter().map(DeadlockSummary::from).collect(),
     }

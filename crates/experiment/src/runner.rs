@@ -32,6 +32,8 @@ pub struct Outcome {
     pub trainings: Vec<(Training, Vec<Range<u32>>)>,
     /// Messages sent along host data paths, with their stages.
     pub data_paths: Vec<PathedMessage>,
+    /// At flow level, where the result leaves the range calibrated against packet level.
+    pub flow_notes: Vec<String>,
 }
 
 /// Captured packets, as each fabric records them.
@@ -148,6 +150,11 @@ pub fn run(
         }
     };
     let wall_seconds = drive(&mut sim, progress);
+    if let (Model::Flow(s), true) = (&sim, progress) {
+        for note in flow_notes(scenario, s) {
+            eprintln!("fabricsim: {note}");
+        }
+    }
     Ok(match sim {
         Model::Ib(s) => Outcome {
             report: s.report(),
@@ -157,6 +164,7 @@ pub fn run(
             collectives: workload.collectives,
             trainings: workload.trainings,
             data_paths: workload.data_paths,
+            flow_notes: Vec::new(),
         },
         Model::Roce(s) => Outcome {
             report: s.report(),
@@ -166,6 +174,7 @@ pub fn run(
             collectives: workload.collectives,
             trainings: workload.trainings,
             data_paths: workload.data_paths,
+            flow_notes: Vec::new(),
         },
         Model::Flow(s) => Outcome {
             report: s.report(),
@@ -178,8 +187,25 @@ pub fn run(
             collectives: workload.collectives,
             trainings: workload.trainings,
             data_paths: workload.data_paths,
+            flow_notes: flow_notes(scenario, &s),
         },
     })
+}
+
+/// Where a flow-level run leaves the calibrated range (BENCHMARKS.md, `fabricsim
+/// calibrate`): on RoCEv2 with DCQCN, flows sharing a port. Packet level measured such
+/// sharing (incast, ECMP collisions) up to 2.4x slower than a fair share, because
+/// DCQCN cuts rates and recovers slowly and PFC pauses upstream; flow level does not
+/// model either, so its figure is then a lower bound.
+fn flow_notes(scenario: &Scenario, sim: &flow::Simulation) -> Vec<String> {
+    let shared = sim.peak_sharing();
+    if scenario.fabric == FabricKind::Rocev2 && scenario.roce.dcqcn.is_some() && shared > 1 {
+        vec![format!(
+            "flow level on RoCEv2: up to {shared} flows shared one port; DCQCN and PFC make shared ports slower than the fair share flow level gives (packet level measured incast and ECMP collisions up to 2.4x slower, BENCHMARKS.md): a lower bound; run at packet level to measure it"
+        )]
+    } else {
+        Vec::new()
+    }
 }
 
 /// What flow level takes from the scenario's fabric: its packets' framing and MTU, its

@@ -36,7 +36,8 @@ pub enum FlowWire {
     Rocev2(roce::IpVersion),
 }
 
-/// How a flow's path is chosen at each switch.
+/// How a flow's path is chosen at each switch (a compact collective edge of many pieces
+/// under ECMP spreads as on a trunk: each piece is its own message with its own hash).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FlowRouting {
     /// The d-mod-k static route.
@@ -90,7 +91,7 @@ pub(crate) struct Flow {
     msg: Message,
     life: Progress,
     pipeline: Option<Pipeline>,
-    /// The egress ports it crosses, host port first (empty until posted).
+    /// The links it crosses, host port first (planned when the model is built).
     path: Vec<u32>,
     /// Wire bytes not yet sent, as of `since`.
     remaining: f64,
@@ -182,6 +183,8 @@ pub struct Simulation {
     /// each (source switch, destination switch). Looked up, never iterated.
     trunks: HashMap<Vec<u32>, u32>,
     trunk_paths: HashMap<(u32, u32), Vec<u32>>,
+    /// The most flows that shared one port at once (a trunk's flows over its ports).
+    peak_sharing: u32,
 }
 
 impl Simulation {
@@ -232,7 +235,7 @@ impl Simulation {
             })
             .max()
             .unwrap_or(1);
-        Ok(Simulation {
+        let mut sim = Simulation {
             cfg,
             routes,
             flow_mark: vec![0; flows.len()],
@@ -252,13 +255,42 @@ impl Simulation {
             sharp_depth,
             trunks: HashMap::new(),
             trunk_paths: HashMap::new(),
+            peak_sharing: 0,
             topo,
-        })
+        };
+        sim.plan_paths()?;
+        Ok(sim)
+    }
+
+    /// Every network message's path, decided up front (routing here depends on nothing
+    /// that changes during the run). Refuses routes whose buffer dependencies form a
+    /// cycle: a deadlock can form there, and only packet level shows whether it does.
+    fn plan_paths(&mut self) -> Result<(), String> {
+        let mut edges = Vec::new();
+        for i in 0..self.state.flows.len() {
+            let m = self.state.flows[i].msg;
+            if Lifecycle::is_local(&self.topo, &m) {
+                continue;
+            }
+            let path = self.path(i as u32);
+            edges.extend(path.windows(2).map(|w| (w[0], w[1])));
+            self.state.flows[i].path = path;
+        }
+        if driver::has_cycle(&mut edges) {
+            return Err("the routes' buffer dependencies form a cycle: a PFC deadlock or credit loop can form, which flow level cannot show; run this scenario at packet level".into());
+        }
+        Ok(())
     }
 
     /// Events handled so far.
     pub fn events(&self) -> u64 {
         self.state.queue.popped()
+    }
+
+    /// The most flows that shared one port at once: where it exceeds 1, a fabric's
+    /// congestion control acts at packet level, which a fair share leaves out.
+    pub fn peak_sharing(&self) -> u32 {
+        self.peak_sharing
     }
 
     /// The simulated clock.
@@ -275,7 +307,13 @@ impl Simulation {
         if m.src == m.dst {
             return vec![first.0, self.topo.port(first).peer.0];
         }
-        if self.cfg.routing == FlowRouting::Adaptive {
+        // A compact edge under ECMP stands for many messages, each hashed on its own
+        // UDP source port: their spread is even over the candidates, as a trunk.
+        let spread = matches!(self.cfg.routing, FlowRouting::Ecmp { .. })
+            && self.state.flows[flow as usize]
+                .pipeline
+                .is_some_and(|p| p.pieces_on_wire() > 1);
+        if self.cfg.routing == FlowRouting::Adaptive || spread {
             return self.trunk_path(m.src, m.dst);
         }
         let mut path = vec![first.0];
@@ -647,10 +685,15 @@ impl MessageFabric for Simulation {
 
     /// The message becomes a flow on its path, shared at the next re-share.
     fn enqueue(&mut self, flow: u32) {
-        let path = self.path(flow);
+        let path = std::mem::take(&mut self.state.flows[flow as usize].path);
         let now = self.state.queue.now();
         for &l in &path {
-            self.links[l as usize].flows.push(flow);
+            let link = &mut self.links[l as usize];
+            link.flows.push(flow);
+            let ports = link.members.len().max(1);
+            self.peak_sharing = self
+                .peak_sharing
+                .max(link.flows.len().div_ceil(ports) as u32);
         }
         let f = &mut self.state.flows[flow as usize];
         f.remaining = self.cfg.wire_bytes(f.msg.size) as f64;

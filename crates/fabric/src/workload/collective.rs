@@ -723,6 +723,31 @@ mod tests {
     }
 
     #[test]
+    fn compact_rings_send_what_the_full_expansion_sends_in_one_message_per_edge() {
+        use CollectiveAlgorithm as A;
+        for (alg, group) in [(A::Ring, 1), (A::Hierarchical, 4)] {
+            let mut c = collective(CollectiveOp::AllReduce, alg, 16);
+            c.group = group;
+            let mut full = Workload::default();
+            expand(&c, &mut full);
+            let mut compact = Workload {
+                compact: true,
+                ..Workload::default()
+            };
+            expand(&c, &mut compact);
+            // Ring: one edge per rank; hierarchical: three rings per rank.
+            let rings = if alg == A::Ring { 1 } else { 3 };
+            assert_eq!(compact.messages.len(), 16 * rings, "{alg:?}");
+            assert_eq!(compact.pipelined.len(), compact.messages.len());
+            for r in 0..16 {
+                let (a, b) = (bytes_sent_by(&full, r), bytes_sent_by(&compact, r));
+                // To a byte per step: the compact edge carries the average block.
+                assert!(a.abs_diff(b) <= 2 * 15, "{alg:?} rank {r}: {a} vs {b}");
+            }
+        }
+    }
+
+    #[test]
     fn dependencies_point_backwards_and_follow_the_data() {
         let c = collective(CollectiveOp::AllReduce, CollectiveAlgorithm::Ring, 4);
         let mut w = Workload::default();

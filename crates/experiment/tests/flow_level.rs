@@ -1,0 +1,195 @@
+//! Flow level: a lone flow completes at its ideal time; flows sharing a port share it
+//! fairly; a ring all-reduce meets its analytic time and packet level's; a 4,096-GPU
+//! training iteration is no faster than its bandwidth bound; runs are deterministic;
+//! the mechanisms only packets show are refused; calibration cases stay within target.
+
+mod common;
+use common::scenario;
+use fabricsim_core::wire::{ib, roce};
+use fabricsim_experiment::calibrate;
+use fabricsim_experiment::catalog::Catalog;
+use fabricsim_experiment::results::{self, collective_results};
+use fabricsim_experiment::runner::{self, Outcome};
+use fabricsim_experiment::scenario::{FabricKind, Level, Scenario};
+
+fn at(level: Level, s: &Scenario) -> Outcome {
+    let mut s = s.clone();
+    s.set_level(level).unwrap();
+    runner::run(&s, None, false).unwrap()
+}
+
+/// A message's wire bytes at full 4096 B packets, as the fabric frames them.
+fn wire(fabric: FabricKind, size: u64) -> u64 {
+    let packets = size.div_ceil(4096);
+    let frame = match fabric {
+        FabricKind::Infiniband => ib::write_packet_len(4096, false) as u64,
+        FabricKind::Rocev2 => roce::write_frame_len(roce::IpVersion::V4, 4096, false) as u64,
+    };
+    // Every packet full, the first carrying the RETH too.
+    let first = match fabric {
+        FabricKind::Infiniband => ib::write_packet_len(4096, true) as u64,
+        FabricKind::Rocev2 => roce::write_frame_len(roce::IpVersion::V4, 4096, true) as u64,
+    };
+    first + frame * (packets - 1)
+}
+
+#[test]
+fn a_lone_flow_completes_at_its_ideal_time_and_as_packet_level_does() {
+    for fabric in ["infiniband", "rocev2"] {
+        let s = scenario(&format!(
+            "[fabric]\nkind = \"{fabric}\"\n[topology]\nkind = \"fat-tree\"\nk = 4\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 15\nsize = \"4MiB\"\n"
+        ));
+        let flow = at(Level::Flow, &s).report.flows[0].clone();
+        let fct = flow.finish.unwrap() - flow.start;
+        assert_eq!(fct, flow.ideal, "{fabric}: alone, exactly the ideal time");
+        let packet = at(Level::Packet, &s).report.flows[0].clone();
+        let p = (packet.finish.unwrap() - packet.start).ps() as f64;
+        assert!(
+            (fct.ps() as f64 / p - 1.0).abs() < 0.005,
+            "{fabric}: flow {fct} vs packet {p} ps"
+        );
+    }
+}
+
+#[test]
+fn an_incast_shares_the_receivers_link_equally() {
+    // N flows into one host: each drains at rate / N, so each completes (N - 1) whole
+    // messages' link time after its ideal time.
+    for (fabric, kind) in [
+        ("infiniband", FabricKind::Infiniband),
+        ("rocev2", FabricKind::Rocev2),
+    ] {
+        let n = 6u64;
+        let size = 1u64 << 20;
+        let s = scenario(&format!(
+            "[fabric]\nkind = \"{fabric}\"\nlink_rate = \"400Gbps\"\n[topology]\nkind = \"single-switch\"\nhosts = 7\n[[traffic]]\nkind = \"incast\"\nsenders = [1, 2, 3, 4, 5, 6]\ndst = 0\nsize = \"1MiB\"\n"
+        ));
+        let out = at(Level::Flow, &s);
+        let link = s.link_rate.serialization(wire(kind, size)).ps() as f64;
+        for f in &out.report.flows {
+            let fct = (f.finish.unwrap() - f.start).ps() as f64;
+            let expected = f.ideal.ps() as f64 + (n - 1) as f64 * link;
+            assert!(
+                (fct - expected).abs() <= 8.0,
+                "{fabric}: {fct} ps vs {expected} ps"
+            );
+            assert_eq!(f.delivered_bytes, f.bytes, "every byte delivered");
+        }
+        // The receiver's link carried every message's wire bytes once.
+        let down: u64 = out
+            .report
+            .ports
+            .iter()
+            .filter(|p| p.peer_node == 0)
+            .map(|p| p.tx_bytes)
+            .sum();
+        assert_eq!(down, n * wire(kind, size));
+    }
+}
+
+#[test]
+fn a_ring_all_reduce_meets_its_analytic_time_and_packet_level() {
+    for fabric in [FabricKind::Infiniband, FabricKind::Rocev2] {
+        let s = scenario(&format!(
+            "[fabric]\nkind = \"{}\"\nlink_rate = \"400Gbps\"\n[topology]\nkind = \"single-switch\"\nhosts = 8\n[[traffic]]\nkind = \"collective\"\nop = \"all-reduce\"\nalgorithm = \"ring\"\nsize = \"64MiB\"\n",
+            fabric.name()
+        ));
+        let flow = collective_results(&at(Level::Flow, &s))[0].time_ns.unwrap();
+        let packet = collective_results(&at(Level::Packet, &s))[0]
+            .time_ns
+            .unwrap();
+        // 2 (n - 1) / n of the buffer through each host's link at its payload rate.
+        let bytes = 2.0 * 7.0 / 8.0 * (64u64 << 20) as f64;
+        let payload_share = (64u64 << 20) as f64 / wire(fabric, 64 << 20) as f64;
+        let analytic = bytes / (50.0 * payload_share);
+        assert!(
+            flow >= analytic && flow < analytic * 1.02,
+            "{fabric:?}: flow {flow} ns vs analytic {analytic} ns"
+        );
+        assert!(
+            (flow / packet - 1.0).abs() < 0.01,
+            "{fabric:?}: flow {flow} ns vs packet {packet} ns"
+        );
+    }
+}
+
+#[test]
+fn a_4096_gpu_iteration_is_no_faster_than_its_bandwidth_bound() {
+    let s = scenario(
+        "[simulation]\nlevel = \"flow\"\n[cluster]\ngpus = 4096\ngpus_per_node = 8\nnic_rate = \"400Gbps\"\n[[traffic]]\nkind = \"training\"\nsize = \"16GiB\"\nbuckets = 1\niterations = 1\nforward = \"1ms\"\nbackward = \"2ms\"\noverlap = false\nalgorithm = \"hierarchical\"\n",
+    );
+    let out = runner::run(&s, None, false).unwrap();
+    let summary = results::summary(&s, &out);
+    assert_eq!(summary.level, "flow");
+    let t = summary.training[0].iteration_time_ns.unwrap();
+    // Compute, then NVLink reduce-scatter and all-gather (7/8 of the buffer each way at
+    // 450 GB/s), then each rail's ring over 512 servers on 1/8 of it at 50 GB/s. 16 GiB
+    // makes each ring step 8 pieces of 512 KiB, so the ring is bandwidth-bound (a step's
+    // latency hides behind the pieces before it).
+    let gib = (16u64 << 30) as f64;
+    let nvlink = 2.0 * 7.0 / 8.0 * gib / 450.0;
+    let rail = 2.0 * 511.0 / 512.0 * gib / 8.0 / 50.0;
+    let bound = 3e6 + nvlink + rail;
+    assert!(t >= bound && t < bound * 1.05, "{t} ns vs bound {bound} ns");
+}
+
+#[test]
+fn flow_level_is_deterministic() {
+    let s = scenario(
+        "[simulation]\nlevel = \"flow\"\n[fabric]\nkind = \"rocev2\"\n[topology]\nkind = \"fat-tree\"\nk = 8\n[[traffic]]\nkind = \"permutation\"\nsize = \"2MiB\"\n",
+    );
+    let a = runner::run(&s, None, false).unwrap();
+    let b = runner::run(&s, None, false).unwrap();
+    assert_eq!(a.report, b.report);
+    assert!(a.report.flows.iter().all(|f| f.finish.is_some()));
+}
+
+#[test]
+fn flow_level_refuses_what_only_packets_show_and_auto_chooses_by_size() {
+    let storm = "[fabric]\nkind = \"rocev2\"\n[[fabric.rocev2.pause_storm]]\nhost = 1\nstart = \"1us\"\nduration = \"5us\"\n[topology]\nkind = \"single-switch\"\nhosts = 4\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = 1000\n";
+    let err = Scenario::parse(&format!("[simulation]\nlevel = \"flow\"\n{storm}"), "s")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("pause_storm") && err.contains("packet level"),
+        "{err}"
+    );
+    // auto above 4 hosts: the storm keeps it at packet level, and says why.
+    let auto = Scenario::parse(
+        &format!("[simulation]\nlevel = \"auto\"\nflow_above_hosts = 3\n{storm}"),
+        "s",
+    )
+    .unwrap();
+    let (flow, why) = auto.runs_at_flow_level();
+    assert!(!flow && why.unwrap().contains("pause_storm"));
+    let plain = "[topology]\nkind = \"single-switch\"\nhosts = 4\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = 1000\n";
+    for (above, expect) in [(3, true), (4, false)] {
+        let s = Scenario::parse(
+            &format!("[simulation]\nlevel = \"auto\"\nflow_above_hosts = {above}\n{plain}"),
+            "s",
+        )
+        .unwrap();
+        assert_eq!(s.runs_at_flow_level().0, expect, "4 hosts, above {above}");
+    }
+    let err = Scenario::parse(&format!("[simulation]\nflow_above_hosts = 3\n{plain}"), "s")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("simulation.flow_above_hosts = 3"), "{err}");
+}
+
+#[test]
+fn bandwidth_bound_calibration_cases_stay_within_five_percent() {
+    let dir = calibrate::default_suite();
+    for case in [
+        "allreduce-ring-16",
+        "allreduce-hierarchical-64",
+        "training-data-parallel",
+    ] {
+        let rows =
+            calibrate::run_case(&dir.join(format!("{case}.toml")), &Catalog::builtin()).unwrap();
+        assert_eq!(rows.len(), 2, "{case}: one figure per fabric");
+        for r in rows {
+            assert!(r.target <= 0.05 && r.within(), "{case}: {r:?}");
+        }
+    }
+}
