@@ -618,7 +618,7 @@ impl Graph<'_> {
         if self.w.compact {
             // Heap depth of position i; a piece climbs from the deepest leaf to the root,
             // then descends.
-            let depth = |i: usize| (usize::BITS - 1 - (i + 1).leading_zeros()) as u32;
+            let depth = |i: usize| usize::BITS - 1 - (i + 1).leading_zeros();
             let deepest = depth(n - 1);
             for i in (1..n).rev() {
                 self.compact_edge(rank(i), rank((i - 1) / 2), bytes, deepest - depth(i));
