@@ -380,7 +380,9 @@ fn risk_reason(s: &Summary) -> String {
     if s.cnps > 0 {
         risks.push(format!("{} ECN marks, {} CNPs", s.ecn_marked, s.cnps));
     }
-    if risks.is_empty() {
+    if s.level == "flow" {
+        "RoCEv2 risks: not seen at flow level, which models no pause, drop, mark or deadlock (run at packet level to see them)".into()
+    } else if risks.is_empty() {
         "RoCEv2 risks seen in the run: none (no pause, drop, deadlock or watchdog trip)".into()
     } else {
         format!("RoCEv2 risks seen in the run: {}", risks.join("; "))
