@@ -6,13 +6,14 @@ use crate::formats::pcap::{self, LinkType};
 use crate::output;
 use crate::results::{self, Summary};
 use crate::scenario::{FabricKind, Scenario};
+use fabricsim_core::units::HostId;
 use fabricsim_core::units::Time;
 use fabricsim_fabric::flow::{self, FlowConfig, FlowRouting, FlowWire};
 use fabricsim_fabric::infiniband::{self, CaptureFilter, Captured};
 use fabricsim_fabric::report::RunReport;
 use fabricsim_fabric::rocev2::{self, CapturedFrame, RateSample};
 use fabricsim_fabric::workload::datapath::{self, PathedMessage};
-use fabricsim_fabric::workload::{build, build_with, Collective, Training};
+use fabricsim_fabric::workload::{build, build_with, Collective, Traffic, Training};
 use fabricsim_fabric::EventDriven;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::ops::Range;
@@ -117,13 +118,21 @@ pub fn run(
     if let Some(h) = &scenario.host {
         datapath::apply(&mut workload, h, topo.host_count(), scenario.gpus_per_node);
     }
+    let mut probe = 0;
     let mut sim = match scenario.fabric {
-        _ if flow_level => Model::Flow(Box::new(flow::Simulation::new(
-            flow_config(scenario),
-            topo,
-            &workload,
-            scenario.stop_at,
-        )?)),
+        _ if flow_level => {
+            let mut cfg = flow_config(scenario);
+            if scenario.fabric == FabricKind::Rocev2 {
+                probe = probe_size(&workload);
+                cfg.sharing = sharing_probe(scenario, probe)?;
+            }
+            Model::Flow(Box::new(flow::Simulation::new(
+                cfg,
+                topo,
+                &workload,
+                scenario.stop_at,
+            )?))
+        }
         FabricKind::Infiniband => {
             let mut ib = infiniband::Simulation::new(
                 scenario.ib.clone(),
@@ -151,7 +160,7 @@ pub fn run(
     };
     let wall_seconds = drive(&mut sim, progress);
     if let (Model::Flow(s), true) = (&sim, progress) {
-        for note in flow_notes(scenario, s) {
+        for note in flow_notes(s, probe) {
             eprintln!("fabricsim: {note}");
         }
     }
@@ -187,25 +196,96 @@ pub fn run(
             collectives: workload.collectives,
             trainings: workload.trainings,
             data_paths: workload.data_paths,
-            flow_notes: flow_notes(scenario, &s),
+            flow_notes: flow_notes(&s, probe),
         },
     })
 }
 
-/// Where a flow-level run leaves the calibrated range (BENCHMARKS.md, `fabricsim
-/// calibrate`): on RoCEv2 with DCQCN, flows sharing a port. Packet level measured such
-/// sharing (incast, ECMP collisions) up to 2.4x slower than a fair share, because
-/// DCQCN cuts rates and recovers slowly and PFC pauses upstream; flow level does not
-/// model either, so its figure is then a lower bound.
-fn flow_notes(scenario: &Scenario, sim: &flow::Simulation) -> Vec<String> {
-    let shared = sim.peak_sharing();
-    if scenario.fabric == FabricKind::Rocev2 && scenario.roce.dcqcn.is_some() && shared > 1 {
-        vec![format!(
-            "flow level on RoCEv2: up to {shared} flows shared one port; DCQCN and PFC make shared ports slower than the fair share flow level gives (packet level measured incast and ECMP collisions up to 2.4x slower, BENCHMARKS.md): a lower bound; run at packet level to measure it"
-        )]
-    } else {
-        Vec::new()
+/// Flows per port the sharing probe measures (`sharing_probe`); beyond the last, its
+/// share is used and the run says it left the calibrated range.
+const PROBE_FANS: [u32; 6] = [2, 4, 8, 16, 32, 64];
+
+/// The probe's message size: the median network message of the workload, within
+/// 64 KiB to 4 MiB (DCQCN's cuts and recovery play out within the first few megabytes;
+/// a longer transfer runs on at the rate it recovered to, so the share of a 4 MiB probe
+/// stands for it). A project choice, checked by `fabricsim calibrate`.
+fn probe_size(w: &fabricsim_fabric::workload::Workload) -> u64 {
+    let mut sizes: Vec<u64> = w
+        .messages
+        .iter()
+        .filter(|m| m.local.is_none() && m.src != m.dst)
+        .map(|m| m.size)
+        .collect();
+    sizes.sort_unstable();
+    let median = sizes.get(sizes.len() / 2).copied().unwrap_or(1 << 20);
+    median.clamp(64 << 10, 4 << 20)
+}
+
+/// The share of a RoCEv2 port's line rate that N flows crossing it get at packet level,
+/// measured on the scenario's own RoCEv2 settings (rate, buffer, PFC, ECN, DCQCN): N
+/// senders of `size` bytes into one host on one switch. The share is the fair drain time
+/// (N messages' link time) over the measured one (the last completion less the lone
+/// message's fixed latency). A calibration run the model redoes for every flow-level
+/// RoCEv2 run.
+fn sharing_probe(scenario: &Scenario, size: u64) -> Result<Vec<(u32, f64)>, String> {
+    let wire = flow_config(scenario).wire_bytes(size);
+    let mut points = Vec::with_capacity(PROBE_FANS.len());
+    for n in PROBE_FANS {
+        let topo = fabricsim_core::topology::Topology::single_switch(
+            n + 1,
+            scenario.link_rate,
+            scenario.link_delay,
+        )?;
+        let incast = Traffic::Incast {
+            senders: (1..=n).map(HostId).collect(),
+            dst: HostId(0),
+            size,
+            start: Time::ZERO,
+            sl: 0,
+        };
+        let workload = build(&[incast], scenario.seed);
+        let cfg = rocev2::RoceConfig {
+            seed: scenario.seed,
+            ..scenario.roce.clone()
+        };
+        let mut sim = rocev2::Simulation::new(cfg, topo, &workload, None)?;
+        sim.run();
+        let report = sim.report();
+        let Some(last) = report.flows.iter().filter_map(|f| f.finish).max() else {
+            continue;
+        };
+        let link = scenario.link_rate.serialization(wire);
+        let fixed = report.flows[0].ideal.saturating_sub(link);
+        let measured = last.saturating_sub(fixed).ps() as f64;
+        let fair = link.ps() as f64 * n as f64;
+        points.push((n, (fair / measured).min(1.0)));
     }
+    Ok(points)
+}
+
+/// What a flow-level run's figures rest on beyond the fair share: on RoCEv2 (a `probe`
+/// size), the share of line rate ports shared by several flows kept, as packet level
+/// measured it; and where the run left the range the probe measured.
+fn flow_notes(sim: &flow::Simulation, probe: u64) -> Vec<String> {
+    let shared = sim.peak_sharing();
+    let Some(share) = sim
+        .port_share(shared as usize)
+        .filter(|_| probe > 0 && shared > 1)
+    else {
+        return Vec::new();
+    };
+    let mut notes = vec![format!(
+        "flow level on RoCEv2: ports shared by up to {shared} flows kept {:.0} % of their line rate at {shared}, as packet level measured on {shared}:1 incasts of {} KiB with this scenario's RoCEv2 settings (DCQCN and PFC cut below the fair share); on examples/calibration this correction errs from -4 % to +104 % (BENCHMARKS.md): run at packet level where it matters",
+        share * 100.0,
+        probe >> 10
+    )];
+    let probed = PROBE_FANS[PROBE_FANS.len() - 1];
+    if shared > probed {
+        notes.push(format!(
+            "flow level on RoCEv2: up to {shared} flows shared one port, beyond the {probed} the probe measured (its {probed}-flow share is used): outside the calibrated range"
+        ));
+    }
+    notes
 }
 
 /// What flow level takes from the scenario's fabric: its packets' framing and MTU, its
@@ -226,6 +306,7 @@ fn flow_config(scenario: &Scenario) -> FlowConfig {
                 } else {
                     FlowRouting::Static
                 },
+                sharing: Vec::new(),
             }
         }
         FabricKind::Rocev2 => {
@@ -239,6 +320,7 @@ fn flow_config(scenario: &Scenario) -> FlowConfig {
                 routing: FlowRouting::Ecmp {
                     seed: scenario.seed,
                 },
+                sharing: Vec::new(),
             }
         }
     }

@@ -51,7 +51,7 @@ pub enum FlowRouting {
 }
 
 /// What flow level takes from the fabric's configuration.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct FlowConfig {
     pub wire: FlowWire,
     pub mtu: u32,
@@ -59,6 +59,32 @@ pub struct FlowConfig {
     pub rx_latency: Time,
     pub switch_latency: Time,
     pub routing: FlowRouting,
+    /// The share of its line rate a port keeps when N flows cross it, as `(N, share)`
+    /// points in increasing N (linear in log2 N between them, the last point's share
+    /// beyond it); empty: the whole line rate. The experiment layer measures it at packet
+    /// level (RoCEv2's congestion control cutting rates below the fair share).
+    pub sharing: Vec<(u32, f64)>,
+}
+
+impl FlowConfig {
+    /// The share of the line rate a port crossed by `n` flows keeps.
+    fn sharing_share(&self, n: usize) -> f64 {
+        let n = n as f64;
+        let Some(&(first, _)) = self.sharing.first() else {
+            return 1.0;
+        };
+        if n < first as f64 {
+            return 1.0;
+        }
+        for w in self.sharing.windows(2) {
+            let ((a, ea), (b, eb)) = (w[0], w[1]);
+            if n <= b as f64 {
+                let x = (n.log2() - (a as f64).log2()) / ((b as f64).log2() - (a as f64).log2());
+                return ea + (eb - ea) * x;
+            }
+        }
+        self.sharing.last().expect("not empty").1
+    }
 }
 
 impl FlowConfig {
@@ -287,8 +313,13 @@ impl Simulation {
         self.state.queue.popped()
     }
 
-    /// The most flows that shared one port at once: where it exceeds 1, a fabric's
-    /// congestion control acts at packet level, which a fair share leaves out.
+    /// The share of its line rate a port crossed by `n` flows keeps (see
+    /// [`FlowConfig::sharing`]); None without a sharing correction.
+    pub fn port_share(&self, n: usize) -> Option<f64> {
+        (!self.cfg.sharing.is_empty()).then(|| self.cfg.sharing_share(n))
+    }
+
+    /// The most flows that shared one port at once.
     pub fn peak_sharing(&self) -> u32 {
         self.peak_sharing
     }
@@ -481,7 +512,8 @@ impl Simulation {
         let mut heap = BinaryHeap::new();
         for &l in &ports {
             let link = &mut self.links[l as usize];
-            link.left = link.capacity;
+            let per_port = link.flows.len().div_ceil(link.members.len().max(1));
+            link.left = link.capacity * self.cfg.sharing_share(per_port);
             link.open = link.flows.len() as u32;
             if link.open > 0 {
                 heap.push(std::cmp::Reverse((share_key(link.left, link.open), l)));
