@@ -203,7 +203,7 @@ fn flow_level_refuses_what_only_packets_show_and_auto_chooses_by_size() {
 }
 
 #[test]
-fn bandwidth_bound_calibration_cases_stay_within_five_percent() {
+fn bandwidth_bound_calibration_cases_stay_within_five_percent_host_data_paths_included() {
     let dir = calibrate::default_suite();
     for case in [
         "allreduce-ring-16",

@@ -22,7 +22,8 @@
 
 use crate::driver::{self, Lifecycle, LifecycleEvent, MessageFabric, Progress, RunState, Tracked};
 use crate::report::{PortResult, RunReport};
-use crate::workload::{Message, Pipeline, Workload};
+use crate::workload::datapath::StagedMessage;
+use crate::workload::{Local, Message, Pipeline, Workload};
 use fabricsim_core::engine::EventQueue;
 use fabricsim_core::topology::{NodeKind, Routes, Topology};
 use fabricsim_core::units::{HostId, PortId, Time};
@@ -117,6 +118,8 @@ pub(crate) struct Flow {
     msg: Message,
     life: Progress,
     pipeline: Option<Pipeline>,
+    /// Its data-path stages (a compact edge at flow level), streamed beside the network.
+    staged: Option<StagedMessage>,
     /// The links it crosses, host port first (planned when the model is built).
     path: Vec<u32>,
     /// Wire bytes not yet sent, as of `since`.
@@ -209,6 +212,8 @@ pub struct Simulation {
     /// each (source switch, destination switch). Looked up, never iterated.
     trunks: HashMap<Vec<u32>, u32>,
     trunk_paths: HashMap<(u32, u32), Vec<u32>>,
+    /// The link standing for each data-path resource. Looked up, never iterated.
+    resources: HashMap<u32, u32>,
     /// The most flows that shared one port at once (a trunk's flows over its ports).
     peak_sharing: u32,
 }
@@ -223,6 +228,7 @@ impl Simulation {
     ) -> Result<Self, String> {
         let routes = Routes::minimal(&topo)?;
         let mut pipelined = workload.pipelined.iter().peekable();
+        let mut staged = workload.staged.iter().peekable();
         let flows: Vec<Flow> = workload
             .messages
             .iter()
@@ -233,6 +239,7 @@ impl Simulation {
                 pipeline: pipelined
                     .next_if(|(j, _)| *j as usize == i)
                     .map(|(_, p)| *p),
+                staged: staged.next_if(|st| st.msg as usize == i).cloned(),
                 path: Vec::new(),
                 remaining: 0.0,
                 rate: 0.0,
@@ -281,6 +288,7 @@ impl Simulation {
             sharp_depth,
             trunks: HashMap::new(),
             trunk_paths: HashMap::new(),
+            resources: HashMap::new(),
             peak_sharing: 0,
             topo,
         };
@@ -298,8 +306,12 @@ impl Simulation {
             if Lifecycle::is_local(&self.topo, &m) {
                 continue;
             }
-            let path = self.path(i as u32);
+            let mut path = self.path(i as u32);
             edges.extend(path.windows(2).map(|w| (w[0], w[1])));
+            if let Some(st) = self.state.flows[i].staged.take() {
+                path.extend(st.stages.iter().map(|l| self.resource(l)));
+                self.state.flows[i].staged = Some(st);
+            }
             self.state.flows[i].path = path;
         }
         if driver::has_cycle(&mut edges) {
@@ -402,6 +414,24 @@ impl Simulation {
         path.extend(&self.trunk_paths[&key]);
         path.push(last.0);
         path
+    }
+
+    /// The link standing for a data-path stage's resource (a PCIe direction, a CPU): its
+    /// rate in the network's wire bytes (full packets), so a flow's bytes count alike on
+    /// both.
+    fn resource(&mut self, stage: &Local) -> u32 {
+        if let Some(&l) = self.resources.get(&stage.resource) {
+            return l;
+        }
+        let id = self.links.len() as u32;
+        let mtu = self.cfg.mtu;
+        let wire_per_byte = self.cfg.frame_len(mtu, false) as f64 / mtu as f64;
+        self.links.push(Link {
+            capacity: stage.rate.bps() as f64 / 8e12 * wire_per_byte,
+            ..Link::default()
+        });
+        self.resources.insert(stage.resource, id);
+        id
     }
 
     /// The link standing for `ports`: the port itself, or their trunk.
@@ -579,20 +609,33 @@ impl Simulation {
             link.tx_bytes += wire;
             link.tx_packets += packets * piece.div_ceil(self.cfg.mtu as u64).max(1);
         }
+        // The first chunk passes every data-path stage, each with its start cost, before
+        // the stream behind it fills them.
+        let fill = self.state.flows[flow as usize]
+            .staged
+            .as_ref()
+            .map(|st| {
+                st.stages
+                    .iter()
+                    .map(|l| l.latency + l.rate.serialization(st.chunk.min(m.size)))
+                    .fold(Time::ZERO, |a, b| a + b)
+            })
+            .unwrap_or(Time::ZERO);
         let f = &mut self.state.flows[flow as usize];
         f.remaining = 0.0;
         f.life.sent_bytes = m.size;
         f.life.injected = true;
         let successor = f.life.successor.take();
         let drain = now - posted;
-        let done = match pipeline {
-            None => now + self.lead(&m, &path),
-            Some(p) => {
-                let piece_msg = Message { size: piece, ..m };
-                let lead = self.lead(&piece_msg, &path);
-                now + lead + step_latency(p, drain, lead + self.cfg.tx_latency)
-            }
-        };
+        let done = fill
+            + match pipeline {
+                None => now + self.lead(&m, &path),
+                Some(p) => {
+                    let piece_msg = Message { size: piece, ..m };
+                    let lead = self.lead(&piece_msg, &path);
+                    now + lead + step_latency(p, drain, lead + self.cfg.tx_latency)
+                }
+            };
         self.state.queue.schedule(done, Event::Finished { flow });
         if let Some(next) = successor {
             self.post(next);
@@ -620,7 +663,10 @@ impl Simulation {
             })
             .collect();
         // A trunk's bytes, spread evenly over its ports (the first ones take the rest).
-        for trunk in &self.links[ports.len()..] {
+        for trunk in self.links[ports.len()..]
+            .iter()
+            .filter(|l| !l.members.is_empty())
+        {
             let n = trunk.members.len() as u64;
             for (k, &p) in trunk.members.iter().enumerate() {
                 let r = &mut ports[p as usize];

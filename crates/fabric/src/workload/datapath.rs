@@ -153,6 +153,16 @@ pub struct PathedMessage {
     pub stages: Vec<&'static str>,
 }
 
+/// A compact message (flow level) that crosses its hosts' data paths: it streams through
+/// every stage's resource at once, in `chunk`-byte pieces, beside the network.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StagedMessage {
+    pub msg: u32,
+    /// The sender's stages, then the receiver's (the network between them).
+    pub stages: Vec<Local>,
+    pub chunk: u64,
+}
+
 /// A stage: its name and the transfer it makes (None: the network).
 type Stage = (&'static str, Option<Local>);
 
@@ -241,8 +251,9 @@ fn stages(
 }
 
 /// Rewrites `w` so every network message between servers crosses its hosts' data paths.
-/// Messages inside a server (NVLink), SHARP contributions, data-path stages and the edges
-/// of compact collectives (flow level) stay as they are. Dependencies, connection order and every recorded range follow.
+/// Messages inside a server (NVLink), SHARP contributions and data-path stages stay as
+/// they are; an edge of a compact collective (flow level) stays whole, its stages listed
+/// in `staged`. Dependencies, connection order and every recorded range follow.
 pub fn apply(w: &mut Workload, h: &HostConfig, hosts: u32, gpus_per_node: u32) {
     let r = Resources { hosts };
     let old = std::mem::take(w);
@@ -254,8 +265,8 @@ pub fn apply(w: &mut Workload, h: &HostConfig, hosts: u32, gpus_per_node: u32) {
     let mut pathed = Vec::new();
     let mut pipelined = old.pipelined.iter().peekable();
     for (i, m) in old.messages.iter().enumerate() {
-        // A compact collective's edge (flow level) stays whole: its pipeline is the
-        // model's to time, so it goes GPUDirect.
+        // A compact collective's edge (flow level) stays whole: its pipeline and its
+        // data-path stages are the flow model's to time.
         let compact = pipelined.next_if(|(j, _)| *j as usize == i);
         let start = w.messages.len() as u32;
         let deps: Vec<Dep> = old.after[i]
@@ -271,6 +282,15 @@ pub fn apply(w: &mut Workload, h: &HostConfig, hosts: u32, gpus_per_node: u32) {
             let id = w.push(*m, deps, follows);
             if let Some((_, p)) = compact {
                 w.pipelined.push((id, *p));
+            }
+            if compact.is_some() && !plain {
+                let mut stages = stages(h, &r, m.src.0, gpn, true);
+                stages.extend(self::stages(h, &r, m.dst.0, gpn, false));
+                w.staged.push(StagedMessage {
+                    msg: id,
+                    stages: stages.into_iter().filter_map(|(_, l)| l).collect(),
+                    chunk: h.chunk,
+                });
             }
             block.push(start..id + 1);
             last.push(id);

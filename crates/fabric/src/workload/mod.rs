@@ -174,6 +174,9 @@ pub struct Workload {
     pub compact: bool,
     /// The compact messages, by index, in increasing order.
     pub pipelined: Vec<(u32, Pipeline)>,
+    /// Compact messages that cross their hosts' data paths (flow level), by index, in
+    /// increasing order: each streams through every stage's resource beside the network.
+    pub staged: Vec<datapath::StagedMessage>,
 }
 
 impl Workload {
