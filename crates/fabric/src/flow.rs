@@ -180,6 +180,9 @@ impl LifecycleEvent for Event {
 struct Link {
     /// A trunk's ports (empty for a port): its bytes are spread over them.
     members: Vec<u32>,
+    /// A data-path resource (a PCIe direction, a CPU), not a network port: no
+    /// congestion control acts on it.
+    stage: bool,
     /// Line rate, bytes per picosecond.
     capacity: f64,
     /// The flows crossing it now, in the order they started.
@@ -428,6 +431,7 @@ impl Simulation {
         let wire_per_byte = self.cfg.frame_len(mtu, false) as f64 / mtu as f64;
         self.links.push(Link {
             capacity: stage.rate.bps() as f64 / 8e12 * wire_per_byte,
+            stage: true,
             ..Link::default()
         });
         self.resources.insert(stage.resource, id);
@@ -543,7 +547,10 @@ impl Simulation {
         for &l in &ports {
             let link = &mut self.links[l as usize];
             let per_port = link.flows.len().div_ceil(link.members.len().max(1));
-            link.left = link.capacity * self.cfg.sharing_share(per_port);
+            link.left = match link.stage {
+                true => link.capacity,
+                false => link.capacity * self.cfg.sharing_share(per_port),
+            };
             link.open = link.flows.len() as u32;
             if link.open > 0 {
                 heap.push(std::cmp::Reverse((share_key(link.left, link.open), l)));
