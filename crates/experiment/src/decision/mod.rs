@@ -251,6 +251,10 @@ pub fn recommend(s: &Scenario, sums: [&Summary; 2], costs: [&NetworkCost; 2]) ->
     }
     reasons.push(tail_reason(sums));
     reasons.push(risk_reason(sums[1]));
+    if sums.iter().any(|s| s.level == "flow") {
+        reasons.push("simulated at flow level: flows share links max-min fairly (RoCEv2's shared ports at the share packet-level probes measured); `fabricsim calibrate` gives its error against packet level".into());
+        reasons.extend(sums.iter().flat_map(|s| s.flow_level_notes.iter().cloned()));
+    }
     let mut points = FlipPoints {
         gpu_usd: None,
         rocev2_time_ratio: None,
