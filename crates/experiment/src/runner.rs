@@ -118,13 +118,14 @@ pub fn run(
     if let Some(h) = &scenario.host {
         datapath::apply(&mut workload, h, topo.host_count(), scenario.gpus_per_node);
     }
-    let mut probe = 0;
+    let (mut probe, mut probed) = (0, 1);
     let mut sim = match scenario.fabric {
         _ if flow_level => {
             let mut cfg = flow_config(scenario);
             if scenario.fabric == FabricKind::Rocev2 {
                 probe = probe_size(&workload);
                 cfg.sharing = sharing_probe(scenario, probe)?;
+                probed = cfg.sharing.last().map_or(1, |p| p.0);
             }
             Model::Flow(Box::new(flow::Simulation::new(
                 cfg,
@@ -160,7 +161,7 @@ pub fn run(
     };
     let wall_seconds = drive(&mut sim, progress);
     if let (Model::Flow(s), true) = (&sim, progress) {
-        for note in flow_notes(s, probe) {
+        for note in flow_notes(s, probe, probed) {
             eprintln!("fabricsim: {note}");
         }
     }
@@ -196,13 +197,14 @@ pub fn run(
             collectives: workload.collectives,
             trainings: workload.trainings,
             data_paths: workload.data_paths,
-            flow_notes: flow_notes(&s, probe),
+            flow_notes: flow_notes(&s, probe, probed),
         },
     })
 }
 
-/// Flows per port the sharing probe measures (`sharing_probe`); beyond the last, its
-/// share is used and the run says it left the calibrated range.
+/// Flows per port the sharing probe measures (`sharing_probe`, up to the largest switch
+/// the scenario's buffer admits); beyond the last, its share is used and the run says it
+/// left the calibrated range.
 const PROBE_FANS: [u32; 6] = [2, 4, 8, 16, 32, 64];
 
 /// The probe's message size: the median network message of the workload, within
@@ -248,7 +250,11 @@ fn sharing_probe(scenario: &Scenario, size: u64) -> Result<Vec<(u32, f64)>, Stri
             seed: scenario.seed,
             ..scenario.roce.clone()
         };
-        let mut sim = rocev2::Simulation::new(cfg, topo, &workload, None)?;
+        // A switch of N + 1 ports may not fit its headroom into the scenario's buffer:
+        // the probe stops at the largest that does.
+        let Ok(mut sim) = rocev2::Simulation::new(cfg, topo, &workload, None) else {
+            break;
+        };
         sim.run();
         let report = sim.report();
         let Some(last) = report.flows.iter().filter_map(|f| f.finish).max() else {
@@ -265,8 +271,9 @@ fn sharing_probe(scenario: &Scenario, size: u64) -> Result<Vec<(u32, f64)>, Stri
 
 /// What a flow-level run's figures rest on beyond the fair share: on RoCEv2 (a `probe`
 /// size), the share of line rate ports shared by several flows kept, as packet level
-/// measured it; and where the run left the range the probe measured.
-fn flow_notes(sim: &flow::Simulation, probe: u64) -> Vec<String> {
+/// measured it; and where the run left the range the probe measured (up to `probed`
+/// flows per port).
+fn flow_notes(sim: &flow::Simulation, probe: u64, probed: u32) -> Vec<String> {
     let shared = sim.peak_sharing();
     let Some(share) = sim
         .port_share(shared as usize)
@@ -279,7 +286,6 @@ fn flow_notes(sim: &flow::Simulation, probe: u64) -> Vec<String> {
         share * 100.0,
         probe >> 10
     )];
-    let probed = PROBE_FANS[PROBE_FANS.len() - 1];
     if shared > probed {
         notes.push(format!(
             "flow level on RoCEv2: up to {shared} flows shared one port, beyond the {probed} the probe measured (its {probed}-flow share is used): outside the calibrated range"
