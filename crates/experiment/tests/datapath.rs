@@ -165,3 +165,39 @@ fn pcie_counts_its_packet_overheads() {
         "{e}"
     );
 }
+
+/// `[host] nic` names a NIC generation: its PCIe link is the default (an explicit key
+/// still wins), and a NIC rate its ports cannot run is refused with the key.
+#[test]
+fn a_nic_generation_sets_the_pcie_link_and_bounds_the_rate() {
+    let host = |rate: &str, extra: &str| {
+        Scenario::parse(
+            &format!("[fabric]\nlink_rate = \"{rate}\"\n[topology]\nkind = \"single-switch\"\nhosts = 2\n[host]\n{extra}\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = 4096\n"),
+            "t",
+        )
+    };
+    let h = host("200Gbps", "nic = \"connectx-6\"")
+        .unwrap()
+        .host
+        .unwrap();
+    assert_eq!((h.pcie_generation, h.pcie_lanes), (4, 16));
+    assert_eq!(h.pcie, pcie_rate(4, 16, 256).unwrap());
+    let h = host("200Gbps", "nic = \"connectx-6\"\npcie_generation = 3")
+        .unwrap()
+        .host
+        .unwrap();
+    assert_eq!(h.pcie_generation, 3, "the explicit key wins");
+    let e = host("400Gbps", "nic = \"connectx-6\"")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("host.nic = \"connectx-6\"") && e.contains("200"),
+        "{e}"
+    );
+    let e = host("400Gbps", "nic = \"cx7\"").unwrap_err().to_string();
+    assert!(e.contains("host.nic") && e.contains("connectx-7"), "{e}");
+    // The effective configuration keeps the NIC.
+    let s = host("400Gbps", "nic = \"connectx-7\"").unwrap();
+    assert!(s.effective_toml().contains("nic = \"connectx-7\""));
+    Scenario::parse(&s.effective_toml(), "again").unwrap();
+}

@@ -1,10 +1,12 @@
 //! `[host]`: the hosts' data paths (GPUDirect RDMA, RDMA from host memory, CPU-staged)
 //! and the endpoint model: PCIe, host memory, CPU copies, per-server overrides.
 
-use super::reader::{Ctx, Field, Raw};
+use super::reader::{invalid, Ctx, Field, Raw};
 use super::ScenarioError;
-use fabricsim_core::units::{ByteSize, Dimension};
-use fabricsim_fabric::workload::datapath::{pcie_rate, DataPath, HostConfig, DEFAULT_MAX_PAYLOAD};
+use fabricsim_core::units::{BitRate, ByteSize, Dimension};
+use fabricsim_fabric::workload::datapath::{
+    pcie_rate, DataPath, HostConfig, DEFAULT_MAX_PAYLOAD, NICS,
+};
 use serde::Deserialize;
 use std::fmt::Write as _;
 use toml::Spanned;
@@ -13,6 +15,7 @@ use toml::Spanned;
 #[serde(deny_unknown_fields)]
 pub(super) struct FileHost {
     data_path: Option<Spanned<String>>,
+    nic: Option<Spanned<String>>,
     pcie_generation: Field,
     pcie_lanes: Field,
     pcie_max_payload: Field,
@@ -39,18 +42,41 @@ fn key(k: &str) -> String {
     format!("host.{k}")
 }
 
-/// Reads `[host]` for a cluster of `servers` servers.
-pub(super) fn parse(c: &Ctx, f: &FileHost, servers: u32) -> Result<HostConfig, ScenarioError> {
+/// Reads `[host]` for a cluster of `servers` servers whose NICs run at `nic_rate`.
+pub(super) fn parse(
+    c: &Ctx,
+    f: &FileHost,
+    servers: u32,
+    nic_rate: BitRate,
+) -> Result<HostConfig, ScenarioError> {
     let path = |k: &str, v: &Spanned<String>| c.named(k, v, DataPath::parse, &DataPath::NAMES);
     let mut h = HostConfig::default();
     if let Some(p) = &f.data_path {
         h.data_path = path(&key("data_path"), p)?;
     }
+    if let Some(n) = &f.nic {
+        let names: Vec<&str> = NICS.iter().map(|m| m.name).collect();
+        let nic = c.named(
+            &key("nic"),
+            n,
+            |s| NICS.iter().find(|m| m.name == s).copied(),
+            &names,
+        )?;
+        if nic_rate > nic.max_rate {
+            return Err(invalid(format!(
+                "host.nic = \"{}\": its ports run at up to {}, below the NIC rate {nic_rate}",
+                nic.name, nic.max_rate
+            )));
+        }
+        h.nic = Some(nic);
+    }
     let generation = c
         .count(&key("pcie_generation"), &f.pcie_generation, 3, 6)?
+        .or(h.nic.map(|n| n.pcie_generation as u64))
         .unwrap_or(5) as u32;
     let lanes = c
         .count(&key("pcie_lanes"), &f.pcie_lanes, 1, 32)?
+        .or(h.nic.map(|n| n.pcie_lanes as u64))
         .unwrap_or(16) as u32;
     let payload = match c.count(&key("pcie_max_payload"), &f.pcie_max_payload, 128, 4096)? {
         Some(p) if !p.is_power_of_two() => {
@@ -102,7 +128,8 @@ pub(super) fn parse(c: &Ctx, f: &FileHost, servers: u32) -> Result<HostConfig, S
 pub(super) fn write_toml(h: &HostConfig, s: &mut String) {
     let _ = writeln!(
         s,
-        "\n[host]\ndata_path = \"{}\"\npcie_generation = {}\npcie_lanes = {}\npcie_max_payload = {}\n# PCIe links {} each way\npcie_uplink = \"{}\"\npcie_latency = \"{}\"\ngpus_per_pcie_switch = {}\nhost_memory_bandwidth = \"{}\"\ncpu_copy_bandwidth = \"{}\"\ncpu_overhead = \"{}\"\ncopy_latency = \"{}\"\nchunk = \"{}\"",
+        "\n[host]\n{}data_path = \"{}\"\npcie_generation = {}\npcie_lanes = {}\npcie_max_payload = {}\n# PCIe links {} each way\npcie_uplink = \"{}\"\npcie_latency = \"{}\"\ngpus_per_pcie_switch = {}\nhost_memory_bandwidth = \"{}\"\ncpu_copy_bandwidth = \"{}\"\ncpu_overhead = \"{}\"\ncopy_latency = \"{}\"\nchunk = \"{}\"",
+        h.nic.map(|n| format!("nic = \"{}\"\n", n.name)).unwrap_or_default(),
         h.data_path.name(),
         h.pcie_generation,
         h.pcie_lanes,

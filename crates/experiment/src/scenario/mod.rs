@@ -245,7 +245,7 @@ impl Scenario {
             pathologies::check_ends(&roce, stop_at)?;
         }
         let host = match &root.host {
-            Some(h) => Some(host::parse(&c, h, hosts / topo.gpus_per_node)?),
+            Some(h) => Some(host::parse(&c, h, hosts / topo.gpus_per_node, link_rate)?),
             None => None,
         };
         let level = simulation::parse(&c, root.simulation.as_ref())?;

@@ -47,6 +47,46 @@ impl DataPath {
     }
 }
 
+/// A NIC generation's host side and fastest port, from NVIDIA's ConnectX adapter user
+/// manuals (the specifications tables): ConnectX-5 Ex PCIe Gen4 x16, 100 Gb/s (EDR);
+/// ConnectX-6 Gen4 x16, 200 Gb/s (HDR); ConnectX-7 Gen5 x16, 400 Gb/s (NDR);
+/// ConnectX-8 SuperNIC Gen6 x16, 800 Gb/s (XDR).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NicModel {
+    pub name: &'static str,
+    pub pcie_generation: u32,
+    pub pcie_lanes: u32,
+    pub max_rate: BitRate,
+}
+
+/// The NIC generations `[host] nic` names.
+pub const NICS: [NicModel; 4] = [
+    NicModel {
+        name: "connectx-5",
+        pcie_generation: 4,
+        pcie_lanes: 16,
+        max_rate: BitRate::gbps(100),
+    },
+    NicModel {
+        name: "connectx-6",
+        pcie_generation: 4,
+        pcie_lanes: 16,
+        max_rate: BitRate::gbps(200),
+    },
+    NicModel {
+        name: "connectx-7",
+        pcie_generation: 5,
+        pcie_lanes: 16,
+        max_rate: BitRate::gbps(400),
+    },
+    NicModel {
+        name: "connectx-8",
+        pcie_generation: 6,
+        pcie_lanes: 16,
+        max_rate: BitRate::gbps(800),
+    },
+];
+
 /// Default PCIe maximum payload size: 256 B, the common server setting (unverified: the
 /// platform and the devices negotiate it; `[host] pcie_max_payload` sets it).
 pub const DEFAULT_MAX_PAYLOAD: u32 = 256;
@@ -83,6 +123,7 @@ impl Default for HostConfig {
         HostConfig {
             data_path: DataPath::GpuDirect,
             overrides: Vec::new(),
+            nic: None,
             pcie_generation: 5,
             pcie_lanes: 16,
             pcie_max_payload: DEFAULT_MAX_PAYLOAD,
@@ -112,6 +153,8 @@ pub struct HostConfig {
     pub overrides: Vec<(u32, DataPath)>,
     /// The PCIe links' generation, lanes and maximum payload, and their data rate each
     /// direction ([`pcie_rate`]): one link per GPU or NIC to its PCIe switch.
+    /// The NIC generation named (`[host] nic`), whose PCIe link is the default.
+    pub nic: Option<NicModel>,
     pub pcie_generation: u32,
     pub pcie_lanes: u32,
     pub pcie_max_payload: u32,
