@@ -174,7 +174,21 @@ enum Command {
         /// shared virtual machine's speed drifts between runs.
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
         runs: u32,
+        /// Instead, the flow-level scale benchmark (examples/flow-training-16k.toml) on
+        /// this many GPUs (a multiple of 8).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(16..=1_048_576))]
+        flow_gpus: Option<u32>,
+        /// The fabric of the flow-level benchmark.
+        #[arg(long, value_enum, default_value = "infiniband")]
+        fabric: BenchFabric,
     },
+}
+
+/// A fabric for `bench --flow-gpus`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum BenchFabric {
+    Infiniband,
+    Rocev2,
 }
 
 /// Exit status of a run that ended with flows unfinished.
@@ -611,8 +625,23 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
             out(&(scenario.effective_toml() + &e.comment()))?;
             Ok(Completion::Complete)
         }
-        Command::Bench { size, runs } => {
-            out(&bench::run(size.as_deref(), runs)?)?;
+        Command::Bench {
+            size,
+            runs,
+            flow_gpus,
+            fabric,
+        } => {
+            let report = match flow_gpus {
+                Some(gpus) => bench::flow(
+                    gpus,
+                    match fabric {
+                        BenchFabric::Infiniband => FabricKind::Infiniband,
+                        BenchFabric::Rocev2 => FabricKind::Rocev2,
+                    },
+                )?,
+                None => bench::run(size.as_deref(), runs)?,
+            };
+            out(&report)?;
             Ok(Completion::Complete)
         }
         Command::Collective {

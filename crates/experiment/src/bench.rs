@@ -4,9 +4,12 @@
 use crate::heap;
 use crate::results;
 use crate::runner::{self, Outcome};
-use crate::scenario::Scenario;
+use crate::scenario::{FabricKind, Scenario};
 use fabricsim_fabric::infiniband::Simulation;
 use std::fmt::Write as _;
+
+/// The flow-level scale scenario (examples/flow-training-16k.toml).
+const FLOW_SCENARIO: &str = include_str!("../../../examples/flow-training-16k.toml");
 
 /// The reference scenario (examples/bench-fat-tree-k8.toml).
 const BENCH_SCENARIO: &str = include_str!("../../../examples/bench-fat-tree-k8.toml");
@@ -98,5 +101,46 @@ pub fn run(size: Option<&str>, runs: u32) -> Result<String, String> {
         extra_packets,
         Simulation::bytes_per_packet_in_flight(),
     );
+    Ok(s)
+}
+
+/// The flow-level scale benchmark: examples/flow-training-16k.toml (one data-parallel
+/// iteration, a hierarchical all-reduce of 10 GiB) on `gpus` GPUs and `fabric`'s
+/// `[cluster]` design, once: wall time (set-up included), events/s, peak memory and the
+/// iteration's simulated time.
+pub fn flow(gpus: u32, fabric: FabricKind) -> Result<String, String> {
+    let text = FLOW_SCENARIO
+        .replace("gpus = 16384", &format!("gpus = {gpus}"))
+        .replace(
+            "[simulation]",
+            &format!("[fabric]\nkind = \"{}\"\n[simulation]", fabric.name()),
+        );
+    let scenario = Scenario::parse(&text, "flow-training").map_err(|e| e.to_string())?;
+    let started = std::time::Instant::now();
+    let (outcome, heap_growth) = measured_run(&scenario)?;
+    let wall = started.elapsed().as_secs_f64();
+    let r = &outcome.report;
+    let iteration = results::training_results(&outcome)
+        .first()
+        .and_then(|t| t.iteration_time_ns)
+        .unwrap_or(f64::NAN);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "scenario            flow-training ({gpus} GPUs, {})",
+        fabric.name()
+    );
+    let _ = writeln!(s, "flows               {}", r.flows.len());
+    let _ = writeln!(s, "events              {}", r.events);
+    let _ = writeln!(s, "wall_seconds        {wall:.3}");
+    let _ = writeln!(s, "run_seconds         {:.3}", outcome.wall_seconds);
+    let _ = writeln!(
+        s,
+        "events_per_second   {:.0}",
+        r.events as f64 / outcome.wall_seconds
+    );
+    let _ = writeln!(s, "peak_rss_bytes      {}", peak_rss().unwrap_or(0));
+    let _ = writeln!(s, "peak_heap_growth_bytes {heap_growth}");
+    let _ = writeln!(s, "iteration_ns        {iteration:.0}");
     Ok(s)
 }
