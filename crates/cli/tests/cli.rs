@@ -669,3 +669,29 @@ fn validate_holds_every_case_and_reports_them() {
     assert!(html.contains("id=\"plot-identity\"") && html.contains("<svg"));
     assert!(report.join("validation.json").is_file());
 }
+
+/// `calibrate` runs a suite at both levels on both fabrics: the JSON has one row per
+/// figure and fabric with flow / packet - 1 as its error; a figure outside its target
+/// makes the exit status 3 and is named on standard error.
+#[test]
+fn calibrate_sets_flow_level_beside_packet_level() {
+    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/calibration");
+    let dir = tmpdir("calibrate");
+    for case in ["incast-8to1.toml", "allreduce-tree-16.toml"] {
+        std::fs::copy(suite.join(case), dir.join(case)).unwrap();
+    }
+    let out = run(&["calibrate", "--json", "--suite", dir.to_str().unwrap()]);
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    // Incast: p50 and completion per fabric; the tree: its collective time per fabric.
+    assert_eq!(rows.len(), 2 * 2 + 2);
+    for r in &rows {
+        let (p, f) = (r["packet"].as_f64().unwrap(), r["flow"].as_f64().unwrap());
+        assert!((r["error"].as_f64().unwrap() - (f / p - 1.0)).abs() < 1e-12);
+    }
+    let missed = rows
+        .iter()
+        .any(|r| r["error"].as_f64().unwrap().abs() > r["target"].as_f64().unwrap());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(if missed { 3 } else { 0 }), "{err}");
+    assert_eq!(missed, err.contains("outside target"), "{err}");
+}
