@@ -201,3 +201,49 @@ fn a_nic_generation_sets_the_pcie_link_and_bounds_the_rate() {
     assert!(s.effective_toml().contains("nic = \"connectx-7\""));
     Scenario::parse(&s.effective_toml(), "again").unwrap();
 }
+
+/// `[host] nic_message_rate`: a NIC starts at most that many messages per second, so 100
+/// small messages from one host take 99 intervals more than the first, at packet and at
+/// flow level, on both fabrics; other hosts' NICs are not held up.
+#[test]
+fn a_nic_message_rate_spaces_one_hosts_messages() {
+    use fabricsim_experiment::scenario::Level;
+    let flows: String = (0..100)
+        .map(|_| "[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = 64\n")
+        .chain(["[[traffic]]\nkind = \"flow\"\nsrc = 2\ndst = 3\nsize = 64\n"])
+        .collect();
+    for fabric in ["infiniband", "rocev2"] {
+        for level in [Level::Packet, Level::Flow] {
+            let finish = |host: &str| {
+                let mut s = Scenario::parse(
+                    &format!("[fabric]\nkind = \"{fabric}\"\n[topology]\nkind = \"single-switch\"\nhosts = 4\n[host]\n{host}\n{flows}"),
+                    "t",
+                )
+                .unwrap();
+                s.set_level(level).unwrap();
+                let out = runner::run(&s, None, false).unwrap();
+                // With [host], each message is its data-path stages and its network
+                // message: the last of each pair's.
+                let last = |pair: [u32; 2]| {
+                    let f = out.report.flows.iter().filter(|f| pair.contains(&f.src));
+                    f.map(|f| f.finish.unwrap()).max().unwrap()
+                };
+                (last([0, 1]), last([2, 3]))
+            };
+            let (free, other_free) = finish("");
+            let (limited, other) = finish("nic_message_rate = 1e6");
+            assert!(
+                limited >= Time::from_us(99),
+                "{fabric} {level:?}: {limited}"
+            );
+            assert!(
+                limited < Time::from_us(99) + free,
+                "{fabric} {level:?}: {limited}"
+            );
+            assert_eq!(
+                other, other_free,
+                "{fabric} {level:?}: host 2's NIC is its own"
+            );
+        }
+    }
+}

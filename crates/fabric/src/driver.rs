@@ -684,17 +684,51 @@ pub struct Lifecycle {
     local: NvlinkDomains,
     /// The NIC's posting latency (data-path stages inside a server have none).
     tx_latency: Time,
+    /// A NIC's message rate limit: its messages start at least this far apart.
+    nic_interval: Option<Time>,
+    /// Per message, its sender's NIC if it goes through one (with a rate limit only).
+    nic_of: Vec<Option<u32>>,
+    /// Per host, when its NIC may start its next message.
+    nic_next: Vec<Time>,
     /// Messages complete at both ends.
     pub completed: usize,
 }
 
 impl Lifecycle {
     pub fn new(workload: &Workload, topo: &Topology, tx_latency: Time) -> Self {
+        let nic_of = match workload.message_interval {
+            Some(_) => workload
+                .messages
+                .iter()
+                .map(|m| (!Lifecycle::is_local(topo, m)).then_some(m.src.0))
+                .collect(),
+            None => Vec::new(),
+        };
         Lifecycle {
             deps: Dependencies::new(&workload.after),
             local: NvlinkDomains::new(topo),
             tx_latency,
+            nic_interval: workload.message_interval,
+            nic_of,
+            nic_next: vec![Time::ZERO; topo.host_count() as usize],
             completed: 0,
+        }
+    }
+
+    /// When message `i`, ready to post at `at`, is posted: at once, or with a NIC message
+    /// rate limit once its NIC's previous message started an interval before.
+    fn nic_slot(&mut self, i: u32, at: Time) -> Time {
+        match (
+            self.nic_interval,
+            self.nic_of.get(i as usize).copied().flatten(),
+        ) {
+            (Some(gap), Some(nic)) => {
+                let next = &mut self.nic_next[nic as usize];
+                let t = at.max(*next);
+                *next = t + gap;
+                t
+            }
+            _ => at,
         }
     }
 
@@ -706,14 +740,22 @@ impl Lifecycle {
         }
     }
 
-    /// The messages that wait for nothing, with the time to post them.
-    pub fn initial_posts(&self, messages: &[Message]) -> Vec<(Time, u32)> {
-        messages
+    /// The messages that wait for nothing, with the time to post them (taking NIC
+    /// message-rate slots in time order).
+    pub fn initial_posts(&mut self, messages: &[Message]) -> Vec<(Time, u32)> {
+        let mut posts: Vec<(Time, u32)> = messages
             .iter()
             .enumerate()
             .filter(|&(i, _)| self.deps.is_ready(i))
             .map(|(i, m)| (m.start + self.post_delay(m), i as u32))
-            .collect()
+            .collect();
+        if self.nic_interval.is_some() {
+            posts.sort_unstable();
+            for p in &mut posts {
+                p.0 = self.nic_slot(p.1, p.0);
+            }
+        }
+        posts
     }
 
     /// Message `flow` completed at its receiver at `at`: the messages that waited only
@@ -732,7 +774,8 @@ impl Lifecycle {
                 let f = &mut flows[j as usize];
                 let started = f.message().start.max(ready);
                 f.progress_mut().started = started;
-                (started + self.post_delay(f.message()), j)
+                let post = started + self.post_delay(f.message());
+                (self.nic_slot(j, post), j)
             })
             .collect()
     }

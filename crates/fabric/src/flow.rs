@@ -259,7 +259,7 @@ impl Simulation {
                 ..Link::default()
             })
             .collect();
-        let lifecycle = Lifecycle::new(workload, &topo, cfg.tx_latency);
+        let mut lifecycle = Lifecycle::new(workload, &topo, cfg.tx_latency);
         let mut queue = EventQueue::new();
         driver::schedule_posts(&mut queue, lifecycle.initial_posts(&workload.messages));
         let sharp_depth = topo

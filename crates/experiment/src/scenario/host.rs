@@ -3,7 +3,7 @@
 
 use super::reader::{invalid, Ctx, Field, Raw};
 use super::ScenarioError;
-use fabricsim_core::units::{BitRate, ByteSize, Dimension};
+use fabricsim_core::units::{BitRate, ByteSize, Dimension, Time};
 use fabricsim_fabric::workload::datapath::{
     pcie_rate, DataPath, HostConfig, DEFAULT_MAX_PAYLOAD, NICS,
 };
@@ -16,6 +16,7 @@ use toml::Spanned;
 pub(super) struct FileHost {
     data_path: Option<Spanned<String>>,
     nic: Option<Spanned<String>>,
+    nic_message_rate: Field,
     pcie_generation: Field,
     pcie_lanes: Field,
     pcie_max_payload: Field,
@@ -106,6 +107,10 @@ pub(super) fn parse(
     if let Some(r) = c.link_rate(&key("cpu_copy_bandwidth"), &f.cpu_copy_bandwidth)? {
         h.cpu_copy = r;
     }
+    // Messages per second per NIC: 1,000 to 10^10 (one every 100 ps).
+    if let Some(r) = c.number(&key("nic_message_rate"), &f.nic_message_rate, 1e3, 1e10)? {
+        h.message_interval = Some(Time((1e12 / r).ceil() as u64));
+    }
     if let Some(t) = c.time(&key("cpu_overhead"), &f.cpu_overhead)? {
         h.cpu_overhead = t;
     }
@@ -129,7 +134,10 @@ pub(super) fn write_toml(h: &HostConfig, s: &mut String) {
     let _ = writeln!(
         s,
         "\n[host]\n{}data_path = \"{}\"\npcie_generation = {}\npcie_lanes = {}\npcie_max_payload = {}\n# PCIe links {} each way\npcie_uplink = \"{}\"\npcie_latency = \"{}\"\ngpus_per_pcie_switch = {}\nhost_memory_bandwidth = \"{}\"\ncpu_copy_bandwidth = \"{}\"\ncpu_overhead = \"{}\"\ncopy_latency = \"{}\"\nchunk = \"{}\"",
-        h.nic.map(|n| format!("nic = \"{}\"\n", n.name)).unwrap_or_default(),
+        h.nic.map(|n| format!("nic = \"{}\"\n", n.name)).unwrap_or_default()
+            + &h.message_interval
+                .map(|t| format!("nic_message_rate = {:e}\n", 1e12 / t.ps() as f64))
+                .unwrap_or_default(),
         h.data_path.name(),
         h.pcie_generation,
         h.pcie_lanes,

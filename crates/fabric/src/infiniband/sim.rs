@@ -468,7 +468,7 @@ impl Simulation {
             .collect();
         let mut queue = EventQueue::new();
         let messages = &workload.messages;
-        let lifecycle = Lifecycle::new(workload, &topo, cfg.hca_tx_latency);
+        let mut lifecycle = Lifecycle::new(workload, &topo, cfg.hca_tx_latency);
         driver::schedule_posts(&mut queue, lifecycle.initial_posts(messages));
         let sharp = workload
             .sharp_groups

@@ -348,7 +348,7 @@ impl Simulation {
             );
         }
         let messages = &workload.messages;
-        let lifecycle = Lifecycle::new(workload, &topo, cfg.nic_tx_latency);
+        let mut lifecycle = Lifecycle::new(workload, &topo, cfg.nic_tx_latency);
         driver::schedule_posts(&mut queue, lifecycle.initial_posts(messages));
         let flows = messages
             .iter()

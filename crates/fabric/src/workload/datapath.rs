@@ -124,6 +124,7 @@ impl Default for HostConfig {
             data_path: DataPath::GpuDirect,
             overrides: Vec::new(),
             nic: None,
+            message_interval: None,
             pcie_generation: 5,
             pcie_lanes: 16,
             pcie_max_payload: DEFAULT_MAX_PAYLOAD,
@@ -176,6 +177,10 @@ pub struct HostConfig {
     /// (NCCL_BUFFSIZE 4 MiB over NCCL_STEPS 8) taken for the staging copies too
     /// (unverified for the CPU-staged and host-memory paths).
     pub chunk: u64,
+    /// The NIC's message rate limit, as the time between two messages' starts on one NIC
+    /// (`[host] nic_message_rate`); None: unlimited. Unverified and off by default: I
+    /// found no published message rate for RDMA WRITEs on ConnectX-6 to -8.
+    pub message_interval: Option<Time>,
 }
 
 impl HostConfig {
@@ -424,4 +429,5 @@ pub fn apply(w: &mut Workload, h: &HostConfig, hosts: u32, gpus_per_node: u32) {
     w.sharp_groups = old.sharp_groups.iter().map(&remap).collect();
     w.data_paths = pathed;
     w.compact = old.compact;
+    w.message_interval = h.message_interval;
 }

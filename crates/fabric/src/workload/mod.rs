@@ -177,6 +177,9 @@ pub struct Workload {
     /// Compact messages that cross their hosts' data paths (flow level), by index, in
     /// increasing order: each streams through every stage's resource beside the network.
     pub staged: Vec<datapath::StagedMessage>,
+    /// Each NIC starts at most one message per this interval (`HostConfig`); None:
+    /// unlimited.
+    pub message_interval: Option<Time>,
 }
 
 impl Workload {
