@@ -51,12 +51,15 @@ pub struct Topology {
     nvlink: Nvlink,
 }
 
-/// A server's NVLink domain (NVSwitch class, non-blocking): per-GPU bandwidth each way
-/// and the latency of a transfer.
+/// A server's GPUs as transfers see them: their NVLink domain (NVSwitch class,
+/// non-blocking), with per-GPU bandwidth each way and the latency of a transfer, and each
+/// GPU's memory bandwidth, which a collective's reductions and copies between steps take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Nvlink {
     pub rate: BitRate,
     pub latency: Time,
+    /// None: reductions and copies are free (no GPU named).
+    pub gpu_memory: Option<BitRate>,
 }
 
 impl Default for Nvlink {
@@ -67,6 +70,7 @@ impl Default for Nvlink {
         Nvlink {
             rate: BitRate(450 * 8_000_000_000),
             latency: Time::from_ns(500),
+            gpu_memory: None,
         }
     }
 }

@@ -369,3 +369,24 @@ fn gpu_generations_set_nvlink() {
     let e = Scenario::parse("[topology]\nkind = \"single-switch\"\nhosts = 2\ngpu = \"a100\"\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = 4096\n", "t").unwrap_err().to_string();
     assert!(e.contains("topology.gpu"), "{e}");
 }
+
+/// A GPU's memory bandwidth times the ring's reductions and copies between steps: in a
+/// latency-bound ring (one piece per step) each step waits for its reduction (3 bytes of
+/// memory traffic per byte) or copy (2), so 8 ranks' all-reduce of 256 KiB blocks takes
+/// 7 reductions and 6 copies more, at packet and at flow level.
+#[test]
+fn gpu_reductions_and_copies_lengthen_a_latency_bound_ring() {
+    use fabricsim_experiment::scenario::Level;
+    for level in [Level::Packet, Level::Flow] {
+        let time = |gpu: &str| {
+            let mut s = scenario(&format!(
+                "[fabric]\nkind = \"infiniband\"\nlink_rate = \"400Gbps\"\n[topology]\nkind = \"single-switch\"\nhosts = 8\n{gpu}\n[[traffic]]\nkind = \"collective\"\nop = \"all-reduce\"\nalgorithm = \"ring\"\nsize = \"2MiB\"\n"
+            ));
+            s.set_level(level).unwrap();
+            run(&s).time_ns.unwrap()
+        };
+        let added = time("gpu_memory_bandwidth = \"1000GB/s\"") - time("");
+        let expected = (7.0 * 3.0 + 6.0 * 2.0) * (256 << 10) as f64 / 1000.0; // ns
+        assert_close(added, expected, 0.03, &format!("{level:?}: added time"));
+    }
+}

@@ -690,6 +690,9 @@ pub struct Lifecycle {
     nic_of: Vec<Option<u32>>,
     /// Per host, when its NIC may start its next message.
     nic_next: Vec<Time>,
+    /// Per message, the reduction or copy on its sender's GPU before it is posted
+    /// (`Workload::prepared` at the GPU's memory bandwidth; empty when none is known).
+    prep: Vec<Time>,
     /// Messages complete at both ends.
     pub completed: usize,
 }
@@ -704,10 +707,19 @@ impl Lifecycle {
                 .collect(),
             None => Vec::new(),
         };
+        let mut prep = Vec::new();
+        if let (Some(memory), false) = (topo.nvlink().gpu_memory, workload.prepared.is_empty()) {
+            prep = vec![Time::ZERO; workload.messages.len()];
+            for &(i, passes) in &workload.prepared {
+                let m = &workload.messages[i as usize];
+                prep[i as usize] = memory.serialization(m.size * passes as u64);
+            }
+        }
         Lifecycle {
             deps: Dependencies::new(&workload.after),
             local: NvlinkDomains::new(topo),
             tx_latency,
+            prep,
             nic_interval: workload.message_interval,
             nic_of,
             nic_next: vec![Time::ZERO; topo.host_count() as usize],
@@ -732,11 +744,14 @@ impl Lifecycle {
         }
     }
 
-    fn post_delay(&self, m: &Message) -> Time {
+    /// From a message's dependencies being met to its posting: the GPU's reduction or
+    /// copy of its data, then the NIC's posting latency (data-path stages have none).
+    fn post_delay(&self, i: u32, m: &Message) -> Time {
+        let prep = self.prep.get(i as usize).copied().unwrap_or(Time::ZERO);
         if m.local.is_some() {
-            Time::ZERO
+            prep
         } else {
-            self.tx_latency
+            prep + self.tx_latency
         }
     }
 
@@ -747,7 +762,7 @@ impl Lifecycle {
             .iter()
             .enumerate()
             .filter(|&(i, _)| self.deps.is_ready(i))
-            .map(|(i, m)| (m.start + self.post_delay(m), i as u32))
+            .map(|(i, m)| (m.start + self.post_delay(i as u32, m), i as u32))
             .collect();
         if self.nic_interval.is_some() {
             posts.sort_unstable();
@@ -774,7 +789,7 @@ impl Lifecycle {
                 let f = &mut flows[j as usize];
                 let started = f.message().start.max(ready);
                 f.progress_mut().started = started;
-                let post = started + self.post_delay(f.message());
+                let post = started + self.post_delay(j, f.message());
                 (self.nic_slot(j, post), j)
             })
             .collect()

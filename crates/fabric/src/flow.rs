@@ -595,6 +595,17 @@ impl Simulation {
         }
     }
 
+    /// A ring step's reduction or copy of one `piece` on the GPU, on average over the
+    /// ring's steps (none without a GPU memory bandwidth).
+    fn step_prep(&self, p: Pipeline, piece: u64) -> Time {
+        match (p, self.topo.nvlink().gpu_memory) {
+            (Pipeline::Ring { steps, passes, .. }, Some(memory)) if steps > 1 => {
+                Time(memory.serialization(piece * passes as u64).ps() / (steps as u64 - 1))
+            }
+            _ => Time::ZERO,
+        }
+    }
+
     /// The flow's last byte left: it leaves its ports, its connection's next message
     /// may post, and it completes a path latency (and its pipeline's steps) later.
     fn drained(&mut self, flow: u32) {
@@ -640,7 +651,8 @@ impl Simulation {
                 Some(p) => {
                     let piece_msg = Message { size: piece, ..m };
                     let lead = self.lead(&piece_msg, &path);
-                    now + lead + step_latency(p, drain, lead + self.cfg.tx_latency)
+                    let hop = lead + self.cfg.tx_latency + self.step_prep(p, piece);
+                    now + lead + step_latency(p, drain, hop)
                 }
             };
         self.state.queue.schedule(done, Event::Finished { flow });
@@ -720,7 +732,7 @@ fn share_key(left: f64, open: u32) -> u64 {
 /// times and h hops after the first.
 fn step_latency(p: Pipeline, drain: Time, hop: Time) -> Time {
     match p {
-        Pipeline::Ring { steps, pieces } => {
+        Pipeline::Ring { steps, pieces, .. } => {
             let t = Time(drain.ps() / p.pieces_on_wire().max(1));
             let latency_bound = (t + hop) * (steps.max(1) as u64 - 1) + t * pieces as u64;
             latency_bound.saturating_sub(drain)
@@ -792,12 +804,16 @@ impl MessageFabric for Simulation {
     /// A transfer inside a server, as on the packet-level fabrics; a compact ring inside
     /// a server (NVLink) also waits out its steps' latencies.
     fn post_local(&mut self, flow: u32) {
+        let f = &self.state.flows[flow as usize];
+        let pipeline = f.pipeline.filter(|_| f.msg.local.is_none());
+        let hop = pipeline.map(|p| {
+            let piece = f.msg.size / p.pieces_on_wire().max(1);
+            self.topo.nvlink().latency + self.cfg.tx_latency + self.step_prep(p, piece)
+        });
         let s = &mut self.state;
         let now = s.queue.now();
         let (mut done, next) = s.lifecycle.start_local(&mut s.flows, flow, now);
-        let f = &s.flows[flow as usize];
-        if let (Some(p), None) = (f.pipeline, f.msg.local) {
-            let hop = self.topo.nvlink().latency + self.cfg.tx_latency;
+        if let (Some(p), Some(hop)) = (pipeline, hop) {
             done += step_latency(p, done - now, hop);
         }
         s.queue.schedule(done, Event::LocalDone { flow });

@@ -26,18 +26,22 @@ pub(super) struct FileTopology {
     nvlink_bandwidth: Field,
     nvlink_latency: Field,
     gpu: Option<Spanned<String>>,
+    gpu_memory_bandwidth: Field,
 }
 
-/// NVLink bandwidth per GPU, each direction, by GPU (half the datasheets' both-ways
-/// figure): A100 SXM, NVLink 3, 600 GB/s (NVIDIA A100 datasheet); H100 SXM, H200 and H20,
-/// NVLink 4, 900 GB/s (NVIDIA H100 and H200 datasheets, H20 specifications); B200,
-/// NVLink 5, 1.8 TB/s (NVIDIA DGX B200 datasheet).
-const GPUS: [(&str, u64); 5] = [
-    ("a100", 300),
-    ("h100", 450),
-    ("h200", 450),
-    ("h20", 450),
-    ("b200", 900),
+/// NVLink bandwidth per GPU, each direction, and memory bandwidth, by GPU (GB/s). NVLink:
+/// half the datasheets' both-ways figure: A100 SXM, NVLink 3, 600 GB/s (NVIDIA A100
+/// datasheet); H100 SXM, H200 and H20, NVLink 4, 900 GB/s (NVIDIA H100 and H200
+/// datasheets, H20 specifications); B200, NVLink 5, 1.8 TB/s (NVIDIA DGX B200 datasheet).
+/// Memory: A100 80 GB SXM 2,039 GB/s (A100 datasheet), H100 SXM 3.35 TB/s (H100
+/// datasheet), H200 4.8 TB/s (H200 datasheet), H20 4.0 TB/s (H20 specifications), B200
+/// 8 TB/s (DGX B200 datasheet: 64 TB/s for 8 GPUs).
+const GPUS: [(&str, u64, u64); 5] = [
+    ("a100", 300, 2039),
+    ("h100", 450, 3350),
+    ("h200", 450, 4800),
+    ("h20", 450, 4000),
+    ("b200", 900, 8000),
 ];
 
 /// The topology a scenario asks for.
@@ -176,8 +180,12 @@ pub(super) fn parse(
     let mut nvlink = Nvlink::default();
     let names = GPUS.map(|g| g.0);
     if let Some(g) = c.choice("topology.gpu", &t.gpu, &names)? {
-        let gbytes = GPUS.iter().find(|x| x.0 == g).expect("a listed GPU").1;
-        nvlink.rate = BitRate(gbytes * 8_000_000_000);
+        let &(_, link, memory) = GPUS.iter().find(|x| x.0 == g).expect("a listed GPU");
+        nvlink.rate = BitRate(link * 8_000_000_000);
+        nvlink.gpu_memory = Some(BitRate(memory * 8_000_000_000));
+    }
+    if let Some(r) = c.link_rate("topology.gpu_memory_bandwidth", &t.gpu_memory_bandwidth)? {
+        nvlink.gpu_memory = Some(r);
     }
     if let Some(r) = c.link_rate("topology.nvlink_bandwidth", &t.nvlink_bandwidth)? {
         nvlink.rate = r;
@@ -189,7 +197,7 @@ pub(super) fn parse(
         && (t.nvlink_bandwidth.is_some() || t.nvlink_latency.is_some() || t.gpu.is_some())
     {
         return Err(invalid(
-            "topology.gpu / nvlink_bandwidth / nvlink_latency: set with one GPU per node; they would do nothing (set gpus_per_node)".into(),
+            "topology.gpu / nvlink_bandwidth / nvlink_latency: set with one GPU per node; they would do nothing (set gpus_per_node; gpu_memory_bandwidth alone times reductions)".into(),
         ));
     }
     Ok(TopologySection {
@@ -358,5 +366,11 @@ pub(super) fn write_toml(sc: &Scenario, s: &mut String) {
             "nvlink_bandwidth = \"{}\"\nnvlink_latency = \"{}\"",
             sc.nvlink.rate, sc.nvlink.latency
         );
+    }
+    if let (Some(m), false) = (
+        sc.nvlink.gpu_memory,
+        matches!(sc.topology, TopologySpec::Cluster(_)),
+    ) {
+        let _ = writeln!(s, "gpu_memory_bandwidth = \"{m}\"");
     }
 }

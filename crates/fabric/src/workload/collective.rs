@@ -309,7 +309,7 @@ pub(crate) fn expand_all_reduce_after(
             g.hierarchical(bytes, ready)
         } else {
             let members: Vec<usize> = (0..n).collect();
-            g.ring_over(&members, bytes, 2 * (n - 1), ready)
+            g.ring_over(&members, bytes, 2 * (n - 1), n - 1, ready)
         };
         for (r, l) in last.into_iter().enumerate() {
             done[r].extend(l);
@@ -337,6 +337,17 @@ pub(crate) fn expand_after(c: &Collective, w: &mut Workload, ready: &[Vec<Dep>])
     last.into_iter()
         .map(|l| l.into_values().collect())
         .collect()
+}
+
+/// GPU memory traffic per byte a ring step's piece takes before it is forwarded: the
+/// block received at step k - 1 is reduced into the rank's own (two reads, one write)
+/// while step k - 1 was one of the first `reducing`, else copied (a read and a write).
+fn passes(k: usize, reducing: usize) -> u8 {
+    if k - 1 < reducing {
+        3
+    } else {
+        2
+    }
 }
 
 /// Builds one channel's messages.
@@ -395,27 +406,34 @@ impl Graph<'_> {
             CollectiveOp::AllReduce => 2 * (n - 1),
             _ => n - 1,
         };
+        let reducing = match self.c.op {
+            CollectiveOp::AllReduce | CollectiveOp::ReduceScatter => n - 1,
+            _ => 0,
+        };
         let members: Vec<usize> = (0..n).collect();
-        self.ring_over(&members, bytes, steps, &vec![Vec::new(); n]);
+        self.ring_over(&members, bytes, steps, reducing, &vec![Vec::new(); n]);
     }
 
     /// A ring of `steps` steps over `members` (rank indices, in ring order) moving
     /// `bytes` in as many blocks as members. A member's first send waits for
     /// `ready[i]` (its data); piece p of step k waits for piece p of step k-1 to reach the
-    /// member, and follows the member's previous piece on its connection. Returns, per
-    /// member, the last message it received.
+    /// member, and follows the member's previous piece on its connection. The first
+    /// `reducing` steps deliver data the receiver reduces into its own before forwarding
+    /// it; later steps' data is copied (`Workload::prepared`). Returns, per member, the
+    /// last message it received.
     fn ring_over(
         &mut self,
         members: &[usize],
         bytes: u64,
         steps: usize,
+        reducing: usize,
         ready: &[Vec<Dep>],
     ) -> Vec<Option<u32>> {
         let m = members.len();
         let blocks = m as u64;
         let pieces = self.pieces(bytes.div_ceil(blocks));
         if self.w.compact {
-            return self.compact_ring(members, bytes, steps, pieces, ready);
+            return self.compact_ring(members, bytes, steps, pieces, reducing, ready);
         }
         let mut prev: Vec<Vec<u32>> = Vec::new();
         let mut last_own: Vec<Option<u32>> = vec![None; m];
@@ -433,6 +451,9 @@ impl Graph<'_> {
                     };
                     let (from, to) = (members[i], members[(i + 1) % m]);
                     let id = self.send_deps(from, to, share(size, pieces, p), after, last_own[i]);
+                    if k > 0 {
+                        self.w.prepared.push((id, passes(k, reducing)));
+                    }
                     last_own[i] = Some(id);
                     now[i].push(id);
                 }
@@ -454,6 +475,7 @@ impl Graph<'_> {
         bytes: u64,
         steps: usize,
         pieces: u64,
+        reducing: usize,
         ready: &[Vec<Dep>],
     ) -> Vec<Option<u32>> {
         let m = members.len();
@@ -461,6 +483,7 @@ impl Graph<'_> {
         let pipeline = Pipeline::Ring {
             steps: steps as u32,
             pieces: pieces as u32,
+            passes: (1..steps).map(|k| passes(k, reducing) as u32).sum(),
         };
         let mut received = vec![None; m];
         for i in 0..m {
@@ -495,7 +518,7 @@ impl Graph<'_> {
         let mut ready: Vec<Option<u32>> = vec![None; n];
         for s in 0..servers {
             let starts: Vec<Vec<Dep>> = local(s).iter().map(|&r| initial[r].clone()).collect();
-            let got = self.ring_over(&local(s), bytes, g - 1, &starts);
+            let got = self.ring_over(&local(s), bytes, g - 1, g - 1, &starts);
             // After the reduce-scatter, GPU i holds the reduced block i+1 (mod g); its
             // size is the share carried across servers.
             for (i, last) in got.into_iter().enumerate() {
@@ -506,7 +529,13 @@ impl Graph<'_> {
             let members: Vec<usize> = (0..servers).map(|s| s * g + l).collect();
             let starts: Vec<Vec<Dep>> = members.iter().map(|&r| deps(ready[r])).collect();
             let share_bytes = share(bytes, g as u64, ((l + 1) % g) as u64);
-            let got = self.ring_over(&members, share_bytes, 2 * (servers - 1), &starts);
+            let got = self.ring_over(
+                &members,
+                share_bytes,
+                2 * (servers - 1),
+                servers - 1,
+                &starts,
+            );
             for (j, last) in got.into_iter().enumerate() {
                 ready[members[j]] = last.or(ready[members[j]]);
             }
@@ -514,7 +543,7 @@ impl Graph<'_> {
         let mut done = vec![None; n];
         for s in 0..servers {
             let starts: Vec<Vec<Dep>> = local(s).iter().map(|&r| deps(ready[r])).collect();
-            let got = self.ring_over(&local(s), bytes, g - 1, &starts);
+            let got = self.ring_over(&local(s), bytes, g - 1, 0, &starts);
             for (i, last) in got.into_iter().enumerate() {
                 done[s * g + i] = last;
             }

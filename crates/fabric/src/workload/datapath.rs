@@ -312,10 +312,16 @@ pub fn apply(w: &mut Workload, h: &HostConfig, hosts: u32, gpus_per_node: u32) {
     let mut last_net: Vec<u32> = Vec::with_capacity(old.messages.len());
     let mut pathed = Vec::new();
     let mut pipelined = old.pipelined.iter().peekable();
+    let mut prepared = old.prepared.iter().peekable();
     for (i, m) in old.messages.iter().enumerate() {
         // A compact collective's edge (flow level) stays whole: its pipeline and its
         // data-path stages are the flow model's to time.
         let compact = pipelined.next_if(|(j, _)| *j as usize == i);
+        // A reduction or copy before sending: before the first stage of the message's
+        // first chunk (its GPU holds the data until then).
+        if let Some(&(_, passes)) = prepared.next_if(|(j, _)| *j as usize == i) {
+            w.prepared.push((w.messages.len() as u32, passes));
+        }
         let start = w.messages.len() as u32;
         let deps: Vec<Dep> = old.after[i]
             .iter()

@@ -45,8 +45,13 @@ pub struct Local {
 pub enum Pipeline {
     /// A ring edge: `steps` steps of `pieces` pieces each, one after another on this
     /// connection; a step's piece leaves once the same piece of the previous step arrived
-    /// from upstream.
-    Ring { steps: u32, pieces: u32 },
+    /// from upstream and was reduced or copied: `passes` bytes of GPU memory traffic per
+    /// piece byte over all steps (see [`Workload::prepared`]).
+    Ring {
+        steps: u32,
+        pieces: u32,
+        passes: u32,
+    },
     /// An edge `hop` hops down a pipelined chain or tree of `pieces` pieces: it starts
     /// `hop` piece-hops after the chain's first edge.
     Chain { hop: u32, pieces: u32 },
@@ -56,7 +61,7 @@ impl Pipeline {
     /// Pieces the message is cut into on the wire.
     pub fn pieces_on_wire(self) -> u64 {
         match self {
-            Pipeline::Ring { steps, pieces } => steps as u64 * pieces as u64,
+            Pipeline::Ring { steps, pieces, .. } => steps as u64 * pieces as u64,
             Pipeline::Chain { pieces, .. } => pieces as u64,
         }
     }
@@ -177,6 +182,10 @@ pub struct Workload {
     /// Compact messages that cross their hosts' data paths (flow level), by index, in
     /// increasing order: each streams through every stage's resource beside the network.
     pub staged: Vec<datapath::StagedMessage>,
+    /// Messages whose sender first reduces or copies the data on its GPU, with the GPU
+    /// memory traffic per byte (3: a reduction, 2: a copy), by index, in increasing
+    /// order. Timed at the GPU's memory bandwidth (`Nvlink::gpu_memory`), if known.
+    pub prepared: Vec<(u32, u8)>,
     /// Each NIC starts at most one message per this interval (`HostConfig`); None:
     /// unlimited.
     pub message_interval: Option<Time>,
