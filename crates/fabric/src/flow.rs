@@ -547,9 +547,10 @@ impl Simulation {
         for &l in &ports {
             let link = &mut self.links[l as usize];
             let per_port = link.flows.len().div_ceil(link.members.len().max(1));
-            link.left = match link.stage {
-                true => link.capacity,
-                false => link.capacity * self.cfg.sharing_share(per_port),
+            link.left = if link.stage {
+                link.capacity
+            } else {
+                link.capacity * self.cfg.sharing_share(per_port)
             };
             link.open = link.flows.len() as u32;
             if link.open > 0 {
@@ -595,6 +596,17 @@ impl Simulation {
         }
     }
 
+    /// A flow's link bytes: its message's packets, or a compact edge's pieces' packets.
+    fn flow_wire(&self, f: &Flow) -> u64 {
+        match f.pipeline {
+            Some(p) => {
+                let pieces = p.pieces_on_wire().max(1);
+                pieces * self.cfg.wire_bytes(f.msg.size / pieces)
+            }
+            None => self.cfg.wire_bytes(f.msg.size),
+        }
+    }
+
     /// A ring step's reduction or copy of one `piece` on the GPU, on average over the
     /// ring's steps (none without a GPU memory bandwidth).
     fn step_prep(&self, p: Pipeline, piece: u64) -> Time {
@@ -620,7 +632,7 @@ impl Simulation {
             None => 1,
         };
         let piece = m.size / packets;
-        let wire = self.cfg.wire_bytes(m.size);
+        let wire = self.flow_wire(&self.state.flows[flow as usize]);
         for &l in &path {
             let link = &mut self.links[l as usize];
             link.flows.retain(|&f| f != flow);
@@ -783,6 +795,7 @@ impl MessageFabric for Simulation {
     /// The message becomes a flow on its path, shared at the next re-share.
     fn enqueue(&mut self, flow: u32) {
         let path = std::mem::take(&mut self.state.flows[flow as usize].path);
+        let wire = self.flow_wire(&self.state.flows[flow as usize]);
         let now = self.state.queue.now();
         for &l in &path {
             let link = &mut self.links[l as usize];
@@ -793,7 +806,7 @@ impl MessageFabric for Simulation {
                 .max(link.flows.len().div_ceil(ports) as u32);
         }
         let f = &mut self.state.flows[flow as usize];
-        f.remaining = self.cfg.wire_bytes(f.msg.size) as f64;
+        f.remaining = wire as f64;
         f.path = path;
         f.since = now;
         f.posted = now;
