@@ -494,6 +494,25 @@ pub trait Tracked {
     fn progress_mut(&mut self) -> &mut Progress;
 }
 
+/// Implements [`Tracked`] for a fabric's flow type holding its message in `msg` and its
+/// progress in `life` (every fabric names them so).
+macro_rules! tracked_by_fields {
+    ($flow:ty) => {
+        impl $crate::driver::Tracked for $flow {
+            fn message(&self) -> &$crate::workload::Message {
+                &self.msg
+            }
+            fn progress(&self) -> &$crate::driver::Progress {
+                &self.life
+            }
+            fn progress_mut(&mut self) -> &mut $crate::driver::Progress {
+                &mut self.life
+            }
+        }
+    };
+}
+pub(crate) use tracked_by_fields;
+
 /// The message now sending on `flow`'s connection: itself, or a later message it handed
 /// the connection over to.
 pub fn current_on_connection<F: Tracked>(flows: &[F], mut flow: u32) -> u32 {

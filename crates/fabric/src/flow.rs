@@ -20,7 +20,7 @@
 //! level models. ACKs, credit updates and CNPs (under 1 % of the reverse links) are left
 //! out.
 
-use crate::driver::{self, Lifecycle, LifecycleEvent, MessageFabric, Progress, RunState, Tracked};
+use crate::driver::{self, Lifecycle, LifecycleEvent, MessageFabric, Progress, RunState};
 use crate::report::{PortResult, RunReport};
 use crate::workload::datapath::StagedMessage;
 use crate::workload::{Local, Message, Pipeline, Workload};
@@ -133,17 +133,7 @@ pub(crate) struct Flow {
     epoch: u32,
 }
 
-impl Tracked for Flow {
-    fn message(&self) -> &Message {
-        &self.msg
-    }
-    fn progress(&self) -> &Progress {
-        &self.life
-    }
-    fn progress_mut(&mut self) -> &mut Progress {
-        &mut self.life
-    }
-}
+driver::tracked_by_fields!(Flow);
 
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Event {

@@ -4,7 +4,7 @@ use super::config::IbConfig;
 use super::sharp::SharpGroup;
 use crate::driver::{
     self, deadlock_hop, CaptureFilter, Lifecycle, LifecycleEvent, MessageFabric, Progress,
-    RunState, Tracked, WaitGraph, Wire,
+    RunState, WaitGraph, Wire,
 };
 use crate::report::{Deadlock, PortResult, RunReport};
 use crate::workload::{Message, Workload};
@@ -315,17 +315,7 @@ pub(crate) struct Flow {
     life: Progress,
 }
 
-impl Tracked for Flow {
-    fn message(&self) -> &Message {
-        &self.msg
-    }
-    fn progress(&self) -> &Progress {
-        &self.life
-    }
-    fn progress_mut(&mut self) -> &mut Progress {
-        &mut self.life
-    }
-}
+driver::tracked_by_fields!(Flow);
 
 /// A packet as it left its source HCA.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 use super::config::RoceConfig;
 use crate::driver::{
     self, deadlock_hop, CaptureFilter, Lifecycle, LifecycleEvent, MessageFabric, Progress,
-    RunState, Tracked, WaitGraph, Wire,
+    RunState, WaitGraph, Wire,
 };
 use crate::report::{Deadlock, DeadlockHop, PortResult, RunReport};
 use crate::workload::{Message, Workload};
@@ -191,17 +191,7 @@ pub(crate) struct Flow {
     life: Progress,
 }
 
-impl Tracked for Flow {
-    fn message(&self) -> &Message {
-        &self.msg
-    }
-    fn progress(&self) -> &Progress {
-        &self.life
-    }
-    fn progress_mut(&mut self) -> &mut Progress {
-        &mut self.life
-    }
-}
+driver::tracked_by_fields!(Flow);
 
 /// A frame as it left its port: packets as they leave their source NIC, PFC frames as
 /// any port sends them. `bytes` is the Ethernet frame without FCS.
