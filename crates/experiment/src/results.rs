@@ -333,11 +333,7 @@ pub fn summary(scenario: &Scenario, out: &Outcome) -> Summary {
     Summary {
         scenario: scenario.name.clone(),
         fabric: scenario.fabric.name(),
-        level: if scenario.runs_at_flow_level().0 {
-            "flow"
-        } else {
-            "packet"
-        },
+        level: if out.flow_level { "flow" } else { "packet" },
         sim_time_ns: r.sim_time.ns(),
         events: r.events,
         wall_seconds: out.wall_seconds,

@@ -33,6 +33,8 @@ pub struct Outcome {
     pub trainings: Vec<(Training, Vec<Range<u32>>)>,
     /// Messages sent along host data paths, with their stages.
     pub data_paths: Vec<PathedMessage>,
+    /// Whether the run was simulated at flow level.
+    pub flow_level: bool,
     /// At flow level, where the result leaves the range calibrated against packet level.
     pub flow_notes: Vec<String>,
 }
@@ -174,6 +176,7 @@ pub fn run(
             collectives: workload.collectives,
             trainings: workload.trainings,
             data_paths: workload.data_paths,
+            flow_level: false,
             flow_notes: Vec::new(),
         },
         Model::Roce(s) => Outcome {
@@ -184,6 +187,7 @@ pub fn run(
             collectives: workload.collectives,
             trainings: workload.trainings,
             data_paths: workload.data_paths,
+            flow_level: false,
             flow_notes: Vec::new(),
         },
         Model::Flow(s) => Outcome {
@@ -197,6 +201,7 @@ pub fn run(
             collectives: workload.collectives,
             trainings: workload.trainings,
             data_paths: workload.data_paths,
+            flow_level: true,
             flow_notes: flow_notes(&s, probe, probed),
         },
     })
