@@ -129,6 +129,7 @@ fn core_modules_depend_only_on_lower_layers() {
         "crates/core/src",
         &[
             ("units", 0),
+            ("prefetch", 0),
             ("wire", 1),
             ("proto", 2),
             ("engine", 3),

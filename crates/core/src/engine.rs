@@ -197,6 +197,16 @@ impl<E> EventQueue<E> {
         self.current.last().map(|&(t, _)| t)
     }
 
+    /// The event `ahead` places after the next one to pop (0: the next), if it is already
+    /// known without turning the wheel (it lies in the rest of the bucket being drained).
+    /// For prefetching: a model can request the state a coming event will touch while it
+    /// handles the current one.
+    #[inline(always)]
+    pub fn peek_ahead(&self, ahead: usize) -> Option<&E> {
+        let i = self.current.len().checked_sub(ahead + 1)?;
+        self.nodes[self.current[i].1 as usize].event.as_ref()
+    }
+
     /// Removes the earliest event and advances `now` to its time.
     pub fn pop(&mut self) -> Option<(Time, E)> {
         self.pop_until(Time::MAX)

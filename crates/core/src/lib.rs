@@ -1,7 +1,8 @@
 //! fabricsim-core: the bottom layers of fabricsim.
 //!
 //! Dependencies point down this list and never up:
-//! - [`units`]: integer-picosecond time, bit rates, byte sizes, ids, quantity parsing.
+//! - [`units`]: integer-picosecond time, bit rates, byte sizes, ids, quantity parsing;
+//!   [`prefetch`]: a cache hint the packet models give one event ahead.
 //! - [`wire`]: InfiniBand header layouts and sizes, CRCs, capture framing.
 //! - [`proto`]: sans-IO protocol state machines (credit flow control, VL arbitration,
 //!   the RC transport, IB congestion control). Each takes `now` and inputs and returns
@@ -15,6 +16,7 @@
 pub mod clos;
 pub mod engine;
 pub mod pool;
+pub mod prefetch;
 pub mod proto;
 pub mod topology;
 pub mod units;

@@ -113,6 +113,12 @@ impl<T> Pool<T> {
         e.item
     }
 
+    /// Asks the processor for `slot`'s entry ahead of its use (see [`crate::prefetch`]).
+    #[inline(always)]
+    pub fn prefetch(&self, slot: Slot) {
+        crate::prefetch::prefetch(&self.entries[slot.0 as usize]);
+    }
+
     pub fn get(&self, slot: Slot) -> &T {
         &self.entries[slot.0 as usize].item
     }

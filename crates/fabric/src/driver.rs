@@ -36,6 +36,12 @@ impl Wire {
         (head, self.frames.front().map(|s| pool.time(s)))
     }
 
+    /// The frame that arrives next, if any.
+    #[inline(always)]
+    pub fn head(&self) -> Option<Slot> {
+        self.frames.front()
+    }
+
     /// The frames in flight, head first.
     pub fn frames<'a, F>(&self, pool: &'a Pool<F>) -> impl Iterator<Item = &'a F> + 'a {
         pool.iter(&self.frames)

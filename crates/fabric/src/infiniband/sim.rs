@@ -10,6 +10,7 @@ use crate::report::{Deadlock, PortResult, RunReport};
 use crate::workload::{Message, Workload};
 use fabricsim_core::engine::EventQueue;
 use fabricsim_core::pool::{Fifo, Pool, Slot};
+use fabricsim_core::prefetch::prefetch;
 use fabricsim_core::proto::credit::{CreditReceiver, CreditSender};
 use fabricsim_core::proto::ibcc::CcState;
 use fabricsim_core::proto::rc::{RcReceiver, RcSender, Segment, PSN_MASK};
@@ -118,30 +119,38 @@ struct InputQueue {
 /// first packet arrives: an egress VL no packet ever uses costs no per-input memory (a
 /// radix-R switch would otherwise hold R x R x VLs input queues).
 #[derive(Clone, Debug)]
+#[repr(C, align(64))]
 struct EgressVl {
-    /// One queue per input port of the switch (and one for packets it makes itself), or
-    /// none before the first packet.
-    inputs: Vec<InputQueue>,
-    /// How many inputs the switch has.
-    radix: u16,
-    /// Packets still inside the switch latency, as (ready time, input). Every packet waits
-    /// the same latency, so arrival order is ready order and the front is the next due.
-    maturing: VecDeque<(Time, u16)>,
+    /// When the front of `maturing` becomes ready, or `NEVER` if it is empty: the
+    /// arbiter's look at this VL reads the first cache line only, not the list.
+    first_ready: Time,
     /// The inputs with a ready head, in round-robin order: first and last.
     rr_head: u16,
     rr_tail: u16,
+    /// How many inputs the switch has.
+    radix: u16,
     bytes: u64,
+    /// One queue per input port of the switch (and one for packets it makes itself), or
+    /// none before the first packet.
+    inputs: Vec<InputQueue>,
+    /// Packets still inside the switch latency, as (ready time, input). Every packet waits
+    /// the same latency, so arrival order is ready order and the front is the next due.
+    maturing: VecDeque<(Time, u16)>,
 }
+
+// What the arbiter reads, up to the inputs' address, fills the first line.
+const _: () = assert!(std::mem::offset_of!(EgressVl, maturing) <= 64);
 
 impl EgressVl {
     fn new(radix: u16) -> Self {
         EgressVl {
-            inputs: Vec::new(),
-            radix,
-            maturing: VecDeque::new(),
+            first_ready: NEVER,
             rr_head: NO_INPUT,
             rr_tail: NO_INPUT,
+            radix,
             bytes: 0,
+            inputs: Vec::new(),
+            maturing: VecDeque::new(),
         }
     }
 
@@ -152,6 +161,9 @@ impl EgressVl {
             self.make_inputs();
         }
         frames.push_back(&mut self.inputs[input].packets, slot, ready);
+        if self.maturing.is_empty() {
+            self.first_ready = ready;
+        }
         self.maturing.push_back((ready, input as u16));
         self.bytes += frames.get(slot).packet().wire as u64;
     }
@@ -171,10 +183,18 @@ impl EgressVl {
     }
 
     /// Marks every packet whose latency has passed by `now` as ready.
+    #[inline(always)]
     fn mature(&mut self, now: Time) {
+        if self.first_ready <= now {
+            self.mature_due(now);
+        }
+    }
+
+    fn mature_due(&mut self, now: Time) {
         while let Some(&(t, input)) = self.maturing.front() {
             if t > now {
-                break;
+                self.first_ready = t;
+                return;
             }
             self.maturing.pop_front();
             let q = &mut self.inputs[input as usize];
@@ -183,6 +203,7 @@ impl EgressVl {
                 self.join_round_robin(input);
             }
         }
+        self.first_ready = NEVER;
     }
 
     fn join_round_robin(&mut self, input: u16) {
@@ -556,6 +577,7 @@ impl Simulation {
         let Some((_, event)) = self.state.next_event() else {
             return;
         };
+        self.prefetch_ahead();
         match event {
             Event::Transmitter { port, generation } => {
                 let p = &mut self.ports[port as usize];
@@ -589,6 +611,33 @@ impl Simulation {
             Event::DeadlockCheck => self.check_deadlock(),
             Event::LocalDone { flow } => self.local_done(flow),
             Event::Post { flow } => self.post(flow),
+        }
+    }
+
+    /// Asks for the state the coming events will touch, so that their cache misses overlap
+    /// the current event: both lines of the port of the event after next (and its first
+    /// egress VL on a switch), and for the next event, if it is an arrival, the frame at
+    /// the head of its link (whose port was asked for one event ago).
+    #[inline(always)]
+    fn prefetch_ahead(&self) {
+        let queue = &self.state.queue;
+        if let Some(&Event::Transmitter { port, .. } | &Event::Arrival { port }) =
+            queue.peek_ahead(1)
+        {
+            let p = &self.ports[port as usize];
+            prefetch(p);
+            prefetch(&p.wake_at);
+            if let Some(e) = self
+                .egress
+                .get(port as usize * self.cfg.virtual_lanes as usize)
+            {
+                prefetch(e);
+            }
+        }
+        if let Some(&Event::Arrival { port }) = queue.peek_ahead(0) {
+            if let Some(slot) = self.ports[port as usize].wire.head() {
+                self.frames.prefetch(slot);
+            }
         }
     }
 
@@ -834,7 +883,8 @@ impl Simulation {
                     blocked = true;
                 }
                 None => {
-                    if let Some(&(ready, _)) = e.maturing.front() {
+                    if e.first_ready != NEVER {
+                        let ready = e.first_ready;
                         wake = Some(wake.map_or(ready, |w: Time| w.min(ready)));
                     }
                 }
