@@ -84,6 +84,10 @@ enum Command {
         /// Run even if the estimated memory exceeds what is available.
         #[arg(long)]
         force: bool,
+        /// Threads to use (default: every core): a training job's +1 us sensitivity run
+        /// goes beside its main run. Results are the same for any number.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        threads: Option<u32>,
     },
     /// Decide between InfiniBand and RoCEv2: the scenario on both (each on its own design
     /// for a [cluster], with the file's settings for it), priced, side by side, with the
@@ -111,6 +115,11 @@ enum Command {
         /// Run even if the estimated memory exceeds what is available.
         #[arg(long)]
         force: bool,
+        /// Threads to use (default: every core): the two fabrics run side by side (with
+        /// 4 or more, training jobs' sensitivity runs too). Results are the same for any
+        /// number.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        threads: Option<u32>,
     },
     /// Sweep one collective over message sizes, as nccl-tests does, on the scenario's
     /// fabric and topology (its first collective entry, or an all-reduce over every host).
@@ -494,6 +503,33 @@ fn fits(scenario: &Scenario, force: bool) -> Result<(), String> {
     estimate::check_fits(scenario, &estimate::estimate(scenario)?)
 }
 
+/// The threads a command uses: `--threads`, or every core; one if the runs it would
+/// put side by side (`runs`) do not fit in memory together (unless `force`).
+fn threads_for(asked: Option<u32>, runs: &[Scenario], force: bool) -> Result<usize, String> {
+    let threads = asked.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        |n| n as usize,
+    );
+    if threads < 2 || runs.len() < 2 || force {
+        return Ok(threads);
+    }
+    let mut together = 0;
+    for s in runs {
+        together += estimate::estimate(s)?.memory_bytes;
+    }
+    match estimate::memory_budget()? {
+        Some(free) if together > free => {
+            eprintln!(
+                "fabricsim: the runs need about {} MB side by side and {} MB are available: running them one at a time",
+                together >> 20,
+                free >> 20
+            );
+            Ok(1)
+        }
+        _ => Ok(threads),
+    }
+}
+
 /// Writes `text` to standard output; a closed pipe ends the command quietly.
 fn out(text: &str) -> Result<(), Failure> {
     let mut stdout = std::io::stdout().lock();
@@ -536,10 +572,16 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
             seed,
             level,
             force,
+            threads,
         } => {
             let mut scenario = load(file, seed)?;
             set_level(&mut scenario, level.as_deref())?;
             fits(&scenario, force)?;
+            let mut side = vec![scenario.clone()];
+            if runner::has_training(&scenario) {
+                side.push(runner::plus_one_us_per_exchange(&scenario));
+            }
+            let threads = threads_for(threads, &side, force)?;
             let request = RunRequest {
                 out: dir,
                 pcap: pcap.map(|path| PcapRequest {
@@ -549,6 +591,7 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
                     link: pcap_link.map(LinkType::from),
                 }),
                 rates: false,
+                threads,
             };
             let (summary, outcome) = runner::execute(&scenario, &request)?;
             for note in [summary.deadlock_note(), summary.pfc_cycles_note()]
@@ -676,9 +719,11 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
             seed,
             level,
             force,
+            threads,
         } => {
             let mut scenario = load_with(file, catalog, seed)?;
             set_level(&mut scenario, level.as_deref())?;
+            let mut side = Vec::new();
             for fabric in [FabricKind::Infiniband, FabricKind::Rocev2] {
                 // Each fabric may have its own design: both must fit.
                 let s = Scenario {
@@ -686,8 +731,13 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
                     ..scenario.clone()
                 };
                 fits(&s, force)?;
+                if runner::has_training(&s) {
+                    side.push(runner::plus_one_us_per_exchange(&s));
+                }
+                side.push(s);
             }
-            let c = compare::run_both(&scenario, report.is_some())?;
+            let threads = threads_for(threads, &side, force)?;
+            let c = compare::run_both(&scenario, report.is_some(), threads)?;
             if let Some(dir) = &report {
                 report::write(dir, &c).map_err(|e| format!("--report {}: {e}", dir.display()))?;
             }

@@ -135,6 +135,31 @@ fn compare_shows_the_training_example_s_iteration_times() {
             (hours * 3600.0 - t(fabric, "projected_job_seconds")).abs() < 1e-6 * hours * 3600.0
         );
     }
+    // One thread, or four (the fabrics and both sensitivity runs side by side): the same
+    // comparison as on every core, apart from the wall clock.
+    let without_wall = |mut v: serde_json::Value| {
+        for fabric in ["infiniband", "rocev2"] {
+            let o = v[fabric].as_object_mut().unwrap();
+            o.remove("wall_seconds");
+            o.remove("events_per_second");
+        }
+        v
+    };
+    for threads in ["1", "4"] {
+        let other = run(&[
+            "compare",
+            f.to_str().unwrap(),
+            "--json",
+            "--threads",
+            threads,
+        ]);
+        let other: serde_json::Value = serde_json::from_slice(&other.stdout).unwrap();
+        assert_eq!(
+            without_wall(other),
+            without_wall(v.clone()),
+            "--threads {threads}"
+        );
+    }
     let table = String::from_utf8(run(&["compare", f.to_str().unwrap()]).stdout).unwrap();
     let row = table
         .lines()

@@ -171,3 +171,13 @@ fn flow_level_refusals_exit_2_naming_why() {
     let v: serde_json::Value = serde_json::from_slice(&flow.stdout).unwrap();
     assert_eq!(v["level"], "flow");
 }
+
+#[test]
+fn threads_must_be_a_positive_count() {
+    for bad in ["0", "two"] {
+        let out = run(&["run", path(&example("incast-8to1.toml")), "--threads", bad]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "--threads {bad}: {err}");
+        assert!(err.contains("--threads"), "{err}");
+    }
+}

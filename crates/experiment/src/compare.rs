@@ -64,8 +64,11 @@ impl Comparison {
 }
 
 /// Runs `scenario` on InfiniBand and on RoCEv2 (training jobs with their +1 us
-/// sensitivity run; RoCEv2 rates recorded if `rates`), prices both and decides.
-pub fn run_both(scenario: &Scenario, rates: bool) -> Result<Comparison, String> {
+/// sensitivity run; RoCEv2 rates recorded if `rates`), prices both and decides. With
+/// `threads` of 2 or more the two fabrics run side by side (and with 4 or more, each
+/// training job's sensitivity run beside its main run); the comparison is the same for
+/// any number of threads.
+pub fn run_both(scenario: &Scenario, rates: bool, threads: usize) -> Result<Comparison, String> {
     runner::require_traffic(scenario)?;
     let once = |kind: FabricKind| -> Result<FabricRun, String> {
         let s = Scenario {
@@ -80,6 +83,7 @@ pub fn run_both(scenario: &Scenario, rates: bool) -> Result<Comparison, String> 
         }
         let request = RunRequest {
             rates,
+            threads: threads / 2,
             ..RunRequest::default()
         };
         let (summary, outcome) = runner::execute(&s, &request)?;
@@ -93,7 +97,12 @@ pub fn run_both(scenario: &Scenario, rates: bool) -> Result<Comparison, String> 
             cost,
         })
     };
-    let runs = [once(FabricKind::Infiniband)?, once(FabricKind::Rocev2)?];
+    let (ib, roce) = runner::side_by_side(
+        threads,
+        || once(FabricKind::Infiniband),
+        || once(FabricKind::Rocev2),
+    );
+    let runs = [ib?, roce?];
     let recommendation = decision::recommend(
         scenario,
         [&runs[0].summary, &runs[1].summary],

@@ -15,9 +15,10 @@ use fabricsim_fabric::rocev2::{self, CapturedFrame, RateSample};
 use fabricsim_fabric::workload::datapath::{self, PathedMessage};
 use fabricsim_fabric::workload::{build, build_with, Collective, Traffic, Training};
 use fabricsim_fabric::EventDriven;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use std::ops::Range;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// A finished run with its wall time and, if asked for, its captured packets.
@@ -69,6 +70,15 @@ enum Model {
 }
 
 impl Model {
+    /// What the progress bar calls it.
+    fn name(&self) -> &'static str {
+        match self {
+            Model::Ib(_) => "InfiniBand",
+            Model::Roce(_) => "RoCEv2",
+            Model::Flow(_) => "flow level",
+        }
+    }
+
     fn step(&mut self, n: u64) -> bool {
         match self {
             Model::Ib(s) => s.step(n),
@@ -351,7 +361,7 @@ fn drive(sim: &mut Model, progress: bool) -> f64 {
             continue;
         }
         let b = bar.get_or_insert_with(|| {
-            let b = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+            let b = bars().add(ProgressBar::new_spinner());
             b.set_style(
                 ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
                     .expect("static template"),
@@ -360,7 +370,8 @@ fn drive(sim: &mut Model, progress: bool) -> f64 {
         });
         let rate = sim.events() as f64 / elapsed.as_secs_f64();
         b.set_message(format!(
-            "{} events, {:.1} M events/s, simulated {:.3} us",
+            "{}: {} events, {:.1} M events/s, simulated {:.3} us",
+            sim.name(),
             sim.events(),
             rate / 1e6,
             sim.now().ps() as f64 / 1e6
@@ -371,6 +382,13 @@ fn drive(sim: &mut Model, progress: bool) -> f64 {
         b.finish_and_clear();
     }
     started.elapsed().as_secs_f64()
+}
+
+/// The progress bars on standard error: runs side by side (see [`side_by_side`]) each
+/// keep a line of their own.
+fn bars() -> &'static MultiProgress {
+    static BARS: OnceLock<MultiProgress> = OnceLock::new();
+    BARS.get_or_init(MultiProgress::new)
 }
 
 /// The scenario with one more microsecond on every message's posting (both fabrics' NIC
@@ -402,6 +420,28 @@ pub struct RunRequest {
     pub pcap: Option<PcapRequest>,
     /// Record RoCEv2 rates (always with `out`, which writes rates.csv).
     pub rates: bool,
+    /// Threads the request may use (0 or 1: one). A training job's +1 us run goes beside
+    /// its main run on a second thread; the results do not depend on it.
+    pub threads: usize,
+}
+
+/// Runs `a` and `b`, on two threads if `threads` is 2 or more, else one after the other.
+/// They must be independent (each its own simulation), so that the results are the same
+/// either way: only the wall clock differs.
+pub fn side_by_side<A: Send, B: Send>(
+    threads: usize,
+    a: impl FnOnce() -> A + Send,
+    b: impl FnOnce() -> B + Send,
+) -> (A, B) {
+    if threads < 2 {
+        let first = a();
+        return (first, b());
+    }
+    std::thread::scope(|scope| {
+        let second = scope.spawn(b);
+        let first = a();
+        (first, second.join().expect("a simulation thread panicked"))
+    })
 }
 
 /// Runs `scenario` as `fabricsim run` does: checks the capture request against the
@@ -429,11 +469,19 @@ pub fn execute(scenario: &Scenario, request: &RunRequest) -> Result<(Summary, Ou
         } else {
             scenario
         };
-    let outcome = run(scenario, filter, true)?;
+    // A training job's sensitivity run (1 us more per exchange) does not depend on the
+    // main run: with a second thread it runs beside it.
+    let trains = has_training(scenario);
+    let plus = plus_one_us_per_exchange(scenario);
+    let (outcome, sensitivity) = side_by_side(
+        request.threads,
+        || run(scenario, filter, true),
+        || trains.then(|| run(&plus, None, true)),
+    );
+    let outcome = outcome?;
     let mut summary = results::summary(scenario, &outcome);
-    if !outcome.trainings.is_empty() {
-        let plus = plus_one_us_per_exchange(scenario);
-        results::add_sensitivity(&mut summary, &run(&plus, None, true)?);
+    if let Some(sensitivity) = sensitivity {
+        results::add_sensitivity(&mut summary, &sensitivity?);
     }
     if let Some(dir) = &request.out {
         results::write_out_dir(dir, &summary, &outcome)
@@ -444,6 +492,14 @@ pub fn execute(scenario: &Scenario, request: &RunRequest) -> Result<(Summary, Ou
             .map_err(|e| format!("--pcap {}: {e}", p.path.display()))?;
     }
     Ok((summary, outcome))
+}
+
+/// Whether `scenario` holds a training job (whose summary has the +1 us sensitivity).
+pub fn has_training(scenario: &Scenario) -> bool {
+    scenario
+        .traffic
+        .iter()
+        .any(|t| matches!(t, Traffic::Training(_)))
 }
 
 /// Refuses a scenario without `[[traffic]]` entries before anything is built (entries that

@@ -144,7 +144,7 @@ fn the_recommendation_flips_at_the_gpu_price_it_names() {
             gpu_usd.map_or(String::new(), |p| format!("[cost]\ngpu_usd = {p}\n"))
         )
     };
-    let c = compare::run_both(&scenario(&text(None)), false).unwrap();
+    let c = compare::run_both(&scenario(&text(None)), false, 2).unwrap();
     let (ib, roce) = (&c.runs[0].cost, &c.runs[1].cost);
     let (ti, tr) = (ib.job_hours.unwrap(), roce.job_hours.unwrap());
     assert!(ti < tr, "InfiniBand's ring is faster here: {ti} vs {tr}");
@@ -155,7 +155,7 @@ fn the_recommendation_flips_at_the_gpu_price_it_names() {
         .gpu_usd
         .expect("a GPU price flips it");
     let decide = |price: f64| {
-        let c = compare::run_both(&scenario(&text(Some(price))), false).unwrap();
+        let c = compare::run_both(&scenario(&text(Some(price))), false, 2).unwrap();
         let [a, b] = [&c.runs[0].cost, &c.runs[1].cost].map(|k| k.job_cost_usd.unwrap());
         (c.recommendation.fabric, a, b)
     };
@@ -186,7 +186,7 @@ fn the_recommendation_flips_at_the_gpu_price_it_names() {
 #[test]
 fn job_and_lifetime_costs_follow_the_money_model() {
     let s = scenario("[cluster]\ngpus = 64\n[cost]\nlifetime_years = 4\nelectricity_usd_per_kwh = 0.1\npue = 1.5\ngpu_usd = 35040\ngpu_watts = 1000\nsupport_share_per_year = 0.2\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 9\nsize = \"1MiB\"\n");
-    let c = compare::run_both(&s, false).unwrap();
+    let c = compare::run_both(&s, false, 2).unwrap();
     for run in &c.runs {
         let k = &run.cost;
         let capex: f64 = k.bom.iter().map(|l| l.count as f64 * l.unit_usd).sum();
@@ -258,7 +258,7 @@ fn cluster_errors_name_the_key() {
 fn a_deadlocked_run_still_gets_a_decision_and_a_report() {
     let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../examples/rocev2-pfc-deadlock.toml");
-    let c = compare::run_both(&Scenario::load(&file).unwrap(), true).unwrap();
+    let c = compare::run_both(&Scenario::load(&file).unwrap(), true, 2).unwrap();
     assert!(c.runs[1].summary.deadlock.is_some());
     assert_eq!(c.runs[1].cost.job_cost_usd, None);
     assert_eq!(c.recommendation.fabric, "infiniband");
