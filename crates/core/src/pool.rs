@@ -170,6 +170,11 @@ impl<T> Pool<T> {
         })
     }
 
+    /// Slots ever made: the peak of occupied slots so far.
+    pub fn slots(&self) -> usize {
+        self.entries.len()
+    }
+
     /// Occupied slots.
     pub fn live(&self) -> usize {
         self.live

@@ -19,3 +19,9 @@ pub fn prefetch<T>(value: &T) {
     #[cfg(not(target_arch = "x86_64"))]
     let _ = value;
 }
+
+/// Bytes of model state below which prefetching does not pay: the second-level cache of
+/// the machine fabricsim is measured on (1 MiB per core on this AMD EPYC; BENCHMARKS.md).
+/// Below it the state stays cached and the hints only cost instructions (+8.7 % on the
+/// reference benchmark, whose state is a few hundred kilobytes).
+pub const WORTH_ABOVE_BYTES: usize = 1 << 20;

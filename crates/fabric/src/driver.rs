@@ -6,6 +6,7 @@ use crate::report::{Deadlock, DeadlockHop, FlowResult};
 use crate::workload::{Dep, Local, Message, Workload};
 use fabricsim_core::engine::EventQueue;
 use fabricsim_core::pool::{Fifo, Pool, Slot};
+use fabricsim_core::prefetch::WORTH_ABOVE_BYTES;
 use fabricsim_core::topology::{NodeKind, Nvlink, Port, Routes, Topology};
 use fabricsim_core::units::{HostId, PortId, Time};
 
@@ -16,6 +17,12 @@ use fabricsim_core::units::{HostId, PortId, Time};
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Wire {
     frames: Fifo,
+}
+
+/// How many frame slots a packet model's pool may reach before its state (`state_bytes`
+/// besides the pool) outgrows [`WORTH_ABOVE_BYTES`] and prefetching starts to pay.
+pub fn prefetch_above_slots<F>(state_bytes: usize) -> usize {
+    WORTH_ABOVE_BYTES.saturating_sub(state_bytes) / Pool::<F>::slot_bytes()
 }
 
 impl Wire {

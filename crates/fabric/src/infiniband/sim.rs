@@ -368,6 +368,9 @@ pub struct Simulation {
     /// Every frame on a link or in a switch queue, stored once from its first transmission
     /// to its delivery.
     frames: Pool<Frame>,
+    /// The pool size above which the model's state outgrows the cache and
+    /// [`Simulation::prefetch_ahead`] asks for the coming events' state.
+    prefetch_above_slots: usize,
     ports: Vec<PortState>,
     /// Switch egress queues at `port x VLs + vl` (empty on host ports).
     egress: Vec<EgressVl>,
@@ -426,7 +429,7 @@ impl Simulation {
                 })
                 .collect(),
         );
-        let egress = topo
+        let egress: Vec<EgressVl> = topo
             .ports()
             .iter()
             .flat_map(|p| {
@@ -535,6 +538,10 @@ impl Simulation {
                 capture: None,
             },
             frames: Pool::default(),
+            prefetch_above_slots: driver::prefetch_above_slots::<Frame>(
+                ports.len() * std::mem::size_of::<PortState>()
+                    + egress.len() * std::mem::size_of::<EgressVl>(),
+            ),
             loads: vec![0; ports.len()],
             tx_credit: vec![CreditSender::new(blocks); ports.len() * vls],
             rx_credit: vec![CreditReceiver::new(blocks); ports.len() * vls],
@@ -620,6 +627,9 @@ impl Simulation {
     /// the head of its link (whose port was asked for one event ago).
     #[inline(always)]
     fn prefetch_ahead(&self) {
+        if self.frames.slots() <= self.prefetch_above_slots {
+            return;
+        }
         let queue = &self.state.queue;
         if let Some(&Event::Transmitter { port, .. } | &Event::Arrival { port }) =
             queue.peek_ahead(1)

@@ -295,6 +295,9 @@ pub struct Simulation {
     /// Every frame on a link or in a switch egress queue; a packet keeps its slot from its
     /// NIC to its delivery, relinked from link to queue to link.
     frames: Pool<Frame>,
+    /// The pool size above which the model's state outgrows the cache and
+    /// [`Simulation::prefetch_ahead`] asks for the coming events' state.
+    prefetch_above_slots: usize,
     ports: Vec<PortState>,
     buffers: Vec<SharedBuffer>,
     nics: Vec<Nic>,
@@ -438,6 +441,9 @@ impl Simulation {
                 capture: None,
             },
             frames: Pool::default(),
+            prefetch_above_slots: driver::prefetch_above_slots::<Frame>(
+                ports.len() * std::mem::size_of::<PortState>(),
+            ),
             ports,
             buffers,
             drops: 0,
@@ -587,6 +593,9 @@ impl Simulation {
     /// at the head of its link (whose port was asked for one event ago).
     #[inline(always)]
     fn prefetch_ahead(&self) {
+        if self.frames.slots() <= self.prefetch_above_slots {
+            return;
+        }
         let queue = &self.state.queue;
         if let Some(&Event::Transmitter { port, .. } | &Event::Arrival { port }) =
             queue.peek_ahead(1)
