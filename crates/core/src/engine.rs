@@ -43,7 +43,11 @@ pub struct EventQueue<E> {
     nodes: Vec<Node<E>>,
     free: u32,
     /// Each bucket's newest node.
-    wheel: Vec<u32>,
+    wheel: Box<[u32; WHEEL]>,
+    /// One bit per bucket of the wheel, set while its list is non-empty: turning the wheel
+    /// jumps to the next non-empty bucket instead of visiting every empty one (a lone
+    /// 400 Gb/s link has an event every 82 ns, 320 buckets apart).
+    occupied: Box<[u64; WHEEL / 64]>,
     /// Absolute index of the bucket being drained; every wheel event lies in
     /// `[cursor, cursor + WHEEL)`.
     cursor: u64,
@@ -69,7 +73,8 @@ impl<E> EventQueue<E> {
         EventQueue {
             nodes: Vec::new(),
             free: NIL,
-            wheel: vec![NIL; WHEEL],
+            wheel: Box::new([NIL; WHEEL]),
+            occupied: Box::new([0; WHEEL / 64]),
             cursor: 0,
             current: Vec::new(),
             on_wheel: 0,
@@ -145,10 +150,33 @@ impl<E> EventQueue<E> {
 
     /// Adds `node` to bucket `b`'s list, as its newest.
     fn append(&mut self, b: u64, node: u32) {
-        let head = &mut self.wheel[(b % WHEEL as u64) as usize];
+        let slot = (b % WHEEL as u64) as usize;
+        let head = &mut self.wheel[slot];
         self.nodes[node as usize].next = *head;
         *head = node;
+        self.occupied[slot / 64] |= 1 << (slot % 64);
         self.on_wheel += 1;
+    }
+
+    /// How many buckets after `slot` the next non-empty one lies (there must be one).
+    fn distance_to_next_occupied(&self, slot: usize) -> usize {
+        let words = self.occupied.len();
+        let first = slot / 64;
+        // The rest of the first word, then whole words round the wheel, then the first
+        // word's part before `slot`.
+        let rest = self.occupied[first] & (u64::MAX << (slot % 64)) & !(1 << (slot % 64));
+        if rest != 0 {
+            return rest.trailing_zeros() as usize - slot % 64;
+        }
+        for k in 1..=words {
+            let w = (first + k) % words;
+            let bits = self.occupied[w];
+            if bits != 0 {
+                let at = w * 64 + bits.trailing_zeros() as usize;
+                return (at + WHEEL - slot) % WHEEL;
+            }
+        }
+        unreachable!("the wheel holds an event")
     }
 
     /// Makes `current` hold the earliest pending bucket, turning the wheel as needed;
@@ -158,6 +186,7 @@ impl<E> EventQueue<E> {
             let slot = (self.cursor % WHEEL as u64) as usize;
             let head = std::mem::replace(&mut self.wheel[slot], NIL);
             if head != NIL {
+                self.occupied[slot / 64] &= !(1 << (slot % 64));
                 let mut i = head;
                 while i != NIL {
                     let n = &self.nodes[i as usize];
@@ -175,7 +204,13 @@ impl<E> EventQueue<E> {
                     None => return false,
                 }
             } else {
-                self.cursor += 1;
+                // Far events enter only beyond the span, so none can land before the
+                // next occupied bucket. (Most often, in a busy fabric, it is the next.)
+                self.cursor += if self.wheel[(slot + 1) % WHEEL] != NIL {
+                    1
+                } else {
+                    self.distance_to_next_occupied(slot) as u64
+                };
             }
             while let Some(&Reverse((t, _, node))) = self.far.peek() {
                 let b = bucket_of(t);

@@ -589,8 +589,9 @@ impl Simulation {
 
     /// Asks for the state the coming events will touch, so that their cache misses overlap
     /// the current event: the port of the event after next (its transmitter, its queues
-    /// and its ingress accounting), and for the next event, if it is an arrival, the frame
-    /// at the head of its link (whose port was asked for one event ago).
+    /// and its ingress accounting), and for the next event (whose port was asked for one
+    /// event ago) the frame at the head of its link if it is an arrival, or at the head of
+    /// its data queue if it is a transmitter's.
     #[inline(always)]
     fn prefetch_ahead(&self) {
         if self.frames.slots() <= self.prefetch_above_slots {
@@ -605,10 +606,19 @@ impl Simulation {
             prefetch(&p.ingress);
             prefetch(&p.tx_bytes);
         }
-        if let Some(&Event::Arrival { port }) = queue.peek_ahead(0) {
-            if let Some(slot) = self.ports[port as usize].wire.head() {
-                self.frames.prefetch(slot);
+        match queue.peek_ahead(0) {
+            Some(&Event::Arrival { port }) => {
+                if let Some(slot) = self.ports[port as usize].wire.head() {
+                    self.frames.prefetch(slot);
+                }
             }
+            Some(&Event::Transmitter { port, .. }) => {
+                // The egress's next packet (queued long before, so rarely still cached).
+                if let Some(slot) = self.ports[port as usize].queues[DATA].front() {
+                    self.frames.prefetch(slot);
+                }
+            }
+            _ => {}
         }
     }
 
