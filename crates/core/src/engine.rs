@@ -8,6 +8,7 @@
 //! head. (A `Vec` per bucket cost a cache miss per schedule on the reference benchmark: a
 //! quarter of the run; appending at a list's tail cost another.) The bucket being drained
 //! is copied into a small array of (time, node) sorted with a stable sort, earliest last.
+//! A bitmap of the non-empty buckets lets the wheel turn straight to the next one.
 //! Events beyond the wheel's span wait in a binary heap and move onto the wheel, in
 //! (time, sequence) order, as soon as their bucket comes into the span, before any event
 //! can be scheduled straight into that bucket; so every bucket's list is in reverse
