@@ -495,30 +495,28 @@ fn set_level(scenario: &mut Scenario, level: Option<&str>) -> Result<(), String>
         .map_err(|e| format!("--level {text}: {e}"))
 }
 
-/// Refuses a run estimated not to fit in memory, unless forced.
-fn fits(scenario: &Scenario, force: bool) -> Result<(), String> {
+/// Refuses a run estimated not to fit in memory, unless forced; returns its estimated
+/// bytes (0 when forced: nothing is estimated then).
+fn fits(scenario: &Scenario, force: bool) -> Result<u64, String> {
     if force {
-        return Ok(());
+        return Ok(0);
     }
-    estimate::check_fits(scenario, &estimate::estimate(scenario)?)
+    let e = estimate::estimate(scenario)?;
+    estimate::check_fits(scenario, &e)?;
+    Ok(e.memory_bytes)
 }
 
 /// The threads a command uses: `--threads`, or every core; one if the runs it would
-/// put side by side (`runs`) do not fit in memory together (unless `force`).
-fn threads_for(asked: Option<u32>, runs: &[Scenario], force: bool) -> Result<usize, String> {
+/// start at once (the first of `runs`, each given by its estimated bytes, one per
+/// thread) do not fit in memory together.
+fn threads_for(asked: Option<u32>, runs: &[u64]) -> Result<usize, String> {
     let threads = asked.map_or_else(
         || std::thread::available_parallelism().map_or(1, |n| n.get()),
         |n| n as usize,
     );
-    if threads < 2 || runs.len() < 2 || force {
-        return Ok(threads);
-    }
-    let mut together = 0;
-    for s in runs {
-        together += estimate::estimate(s)?.memory_bytes;
-    }
+    let together: u64 = runs.iter().take(threads).sum();
     match estimate::memory_budget()? {
-        Some(free) if together > free => {
+        Some(free) if threads > 1 && runs.len() > 1 && together > free => {
             eprintln!(
                 "fabricsim: the runs need about {} MB side by side and {} MB are available: running them one at a time",
                 together >> 20,
@@ -576,12 +574,14 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
         } => {
             let mut scenario = load(file, seed)?;
             set_level(&mut scenario, level.as_deref())?;
-            fits(&scenario, force)?;
-            let mut side = vec![scenario.clone()];
-            if runner::has_training(&scenario) {
-                side.push(runner::plus_one_us_per_exchange(&scenario));
-            }
-            let threads = threads_for(threads, &side, force)?;
+            let bytes = fits(&scenario, force)?;
+            // A training job's +1 us run is the same size as the main run.
+            let runs = if runner::has_training(&scenario) {
+                2
+            } else {
+                1
+            };
+            let threads = threads_for(threads, &vec![bytes; runs])?;
             let request = RunRequest {
                 out: dir,
                 pcap: pcap.map(|path| PcapRequest {
@@ -723,20 +723,21 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
         } => {
             let mut scenario = load_with(file, catalog, seed)?;
             set_level(&mut scenario, level.as_deref())?;
-            let mut side = Vec::new();
+            let mut runs = Vec::new();
             for fabric in [FabricKind::Infiniband, FabricKind::Rocev2] {
                 // Each fabric may have its own design: both must fit.
                 let s = Scenario {
                     fabric,
                     ..scenario.clone()
                 };
-                fits(&s, force)?;
-                if runner::has_training(&s) {
-                    side.push(runner::plus_one_us_per_exchange(&s));
-                }
-                side.push(s);
+                runs.push(fits(&s, force)?);
             }
-            let threads = threads_for(threads, &side, force)?;
+            // The fabrics start first; a training job's +1 us runs (the same sizes) join
+            // them from four threads on.
+            if runner::has_training(&scenario) {
+                runs.extend_from_within(..);
+            }
+            let threads = threads_for(threads, &runs)?;
             let c = compare::run_both(&scenario, report.is_some(), threads)?;
             if let Some(dir) = &report {
                 report::write(dir, &c).map_err(|e| format!("--report {}: {e}", dir.display()))?;

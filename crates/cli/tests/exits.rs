@@ -181,3 +181,32 @@ fn threads_must_be_a_positive_count() {
         assert!(err.contains("--threads"), "{err}");
     }
 }
+
+/// A training job's +1 us run goes beside the main one only if both fit: with memory for
+/// one run (by the estimate `check` prints), they run one after the other, and say so.
+#[test]
+fn runs_that_fit_only_alone_run_one_at_a_time() {
+    let f = example("training-data-parallel.toml");
+    let check = String::from_utf8(run(&["check", path(&f)]).stdout).unwrap();
+    let mb: u64 = check
+        .split("# estimated run: about ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("check states the estimate");
+    let out = bin()
+        .args(["run", path(&f), "--json", "--threads", "2"])
+        .env("FABRICSIM_MEMORY", format!("{}MiB", mb * 3 / 2))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("one at a time"), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        v["training"][0]["extra_job_seconds_per_us_per_exchange"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+}
