@@ -4,7 +4,7 @@
 
 use crate::decision::{self, Design, NetworkCost, Recommendation};
 use crate::results::Summary;
-use crate::runner::{self, Outcome, RunRequest};
+use crate::runner::{self, Outcome};
 use crate::scenario::{FabricKind, Scenario};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -64,45 +64,51 @@ impl Comparison {
 }
 
 /// Runs `scenario` on InfiniBand and on RoCEv2 (training jobs with their +1 us
-/// sensitivity run; RoCEv2 rates recorded if `rates`), prices both and decides. With
-/// `threads` of 2 or more the two fabrics run side by side (and with 4 or more, each
-/// training job's sensitivity run beside its main run); the comparison is the same for
-/// any number of threads.
+/// sensitivity run; RoCEv2 rates recorded if `rates`), prices both and decides. The runs
+/// (two, or four with the sensitivity runs) go up to `threads` at a time, the fabrics'
+/// main runs first; the comparison is the same for any number of threads.
 pub fn run_both(scenario: &Scenario, rates: bool, threads: usize) -> Result<Comparison, String> {
     runner::require_traffic(scenario)?;
-    let once = |kind: FabricKind| -> Result<FabricRun, String> {
-        let s = Scenario {
-            fabric: kind,
-            ..scenario.clone()
-        };
-        if kind == FabricKind::Rocev2 && ![1024, 2048, 4096].contains(&s.roce.mtu) {
-            return Err(format!(
-                "fabric.mtu = {}: RoCEv2 needs 1024, 2048 or 4096, so this scenario cannot be compared",
-                s.roce.mtu
-            ));
-        }
-        let request = RunRequest {
+    let fabrics = [FabricKind::Infiniband, FabricKind::Rocev2].map(|fabric| {
+        runner::recording_rates(
+            &Scenario {
+                fabric,
+                ..scenario.clone()
+            },
             rates,
-            threads: threads / 2,
-            ..RunRequest::default()
-        };
-        let (summary, outcome) = runner::execute(&s, &request)?;
+        )
+    });
+    if ![1024, 2048, 4096].contains(&fabrics[1].roce.mtu) {
+        return Err(format!(
+            "fabric.mtu = {}: RoCEv2 needs 1024, 2048 or 4096, so this scenario cannot be compared",
+            fabrics[1].roce.mtu
+        ));
+    }
+    let trains = runner::has_training(scenario);
+    let plus = fabrics.each_ref().map(runner::plus_one_us_per_exchange);
+    let mut jobs: Vec<_> = fabrics.iter().map(|s| (s, None)).collect();
+    if trains {
+        jobs.extend(plus.iter().map(|s| (s, None)));
+    }
+    let mut outcomes = runner::run_all(&jobs, threads).into_iter();
+    let mains = [outcomes.next(), outcomes.next()].map(|o| o.expect("two main runs"));
+    let pluses = [outcomes.next(), outcomes.next()];
+    let mut runs = Vec::with_capacity(2);
+    for ((s, outcome), sensitivity) in fabrics.into_iter().zip(mains).zip(pluses) {
+        let outcome = outcome?;
+        let sensitivity = sensitivity.transpose()?;
+        let summary = runner::summarize(&s, &outcome, sensitivity.as_ref());
         let topo = s.build_topology()?;
-        let (design, cost) = decision::price(&s, kind, &topo, &summary);
-        Ok(FabricRun {
+        let (design, cost) = decision::price(&s, s.fabric, &topo, &summary);
+        runs.push(FabricRun {
             scenario: s,
             summary,
             outcome,
             design,
             cost,
-        })
-    };
-    let (ib, roce) = runner::side_by_side(
-        threads,
-        || once(FabricKind::Infiniband),
-        || once(FabricKind::Rocev2),
-    );
-    let runs = [ib?, roce?];
+        });
+    }
+    let runs: [FabricRun; 2] = runs.try_into().ok().expect("two fabrics");
     let recommendation = decision::recommend(
         scenario,
         [&runs[0].summary, &runs[1].summary],

@@ -18,7 +18,8 @@ use fabricsim_fabric::EventDriven;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use std::ops::Range;
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// A finished run with its wall time and, if asked for, its captured packets.
@@ -384,7 +385,7 @@ fn drive(sim: &mut Model, progress: bool) -> f64 {
     started.elapsed().as_secs_f64()
 }
 
-/// The progress bars on standard error: runs side by side (see [`side_by_side`]) each
+/// The progress bars on standard error: runs side by side (see [`run_all`]) each
 /// keep a line of their own.
 fn bars() -> &'static MultiProgress {
     static BARS: OnceLock<MultiProgress> = OnceLock::new();
@@ -425,23 +426,66 @@ pub struct RunRequest {
     pub threads: usize,
 }
 
-/// Runs `a` and `b`, on two threads if `threads` is 2 or more, else one after the other.
-/// They must be independent (each its own simulation), so that the results are the same
-/// either way: only the wall clock differs.
-pub fn side_by_side<A: Send, B: Send>(
+/// `f` of every item, up to `threads` items at a time, each thread taking the next item in
+/// order; the results come back in item order, so they are the same for any `threads`
+/// when the calls are independent (separate simulations, say).
+pub fn parallel_map<T: Sync, R: Send>(
+    items: &[T],
     threads: usize,
-    a: impl FnOnce() -> A + Send,
-    b: impl FnOnce() -> B + Send,
-) -> (A, B) {
-    if threads < 2 {
-        let first = a();
-        return (first, b());
+    f: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
+    if threads <= 1 || items.len() <= 1 {
+        return items.iter().map(f).collect();
     }
+    let next = AtomicUsize::new(0);
+    let results: Vec<Mutex<Option<R>>> = items.iter().map(|_| Mutex::new(None)).collect();
     std::thread::scope(|scope| {
-        let second = scope.spawn(b);
-        let first = a();
-        (first, second.join().expect("a simulation thread panicked"))
-    })
+        for _ in 0..threads.min(items.len()) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(item) = items.get(i) else {
+                    break;
+                };
+                let r = f(item);
+                *results[i].lock().expect("no panic holds it") = Some(r);
+            });
+        }
+    });
+    results
+        .into_iter()
+        .map(|m| {
+            m.into_inner()
+                .expect("no panic holds it")
+                .expect("every item ran")
+        })
+        .collect()
+}
+
+/// Runs each scenario, with its capture, as [`run`] does, up to `threads` at a time (see
+/// [`parallel_map`]); the outcomes in list order.
+pub fn run_all(
+    runs: &[(&Scenario, Option<CaptureFilter>)],
+    threads: usize,
+) -> Vec<Result<Outcome, String>> {
+    parallel_map(runs, threads, |(s, capture)| run(s, capture.clone(), true))
+}
+
+/// `scenario` as a run that asks for `rates` must run it: RoCEv2 recording its rates.
+pub fn recording_rates(scenario: &Scenario, rates: bool) -> Scenario {
+    let mut s = scenario.clone();
+    if rates && s.fabric == FabricKind::Rocev2 {
+        s.roce.record_rates = true;
+    }
+    s
+}
+
+/// The summary of a run and, for a training job, of its +1 us run.
+pub fn summarize(scenario: &Scenario, outcome: &Outcome, plus: Option<&Outcome>) -> Summary {
+    let mut summary = results::summary(scenario, outcome);
+    if let Some(plus) = plus {
+        results::add_sensitivity(&mut summary, plus);
+    }
+    summary
 }
 
 /// Runs `scenario` as `fabricsim run` does: checks the capture request against the
@@ -459,30 +503,18 @@ pub fn execute(scenario: &Scenario, request: &RunRequest) -> Result<(Summary, Ou
         flows: p.flows.clone(),
     });
     // rates.csv is written only into a results folder; other runs do not record rates.
-    let recording;
-    let scenario =
-        if (request.out.is_some() || request.rates) && scenario.fabric == FabricKind::Rocev2 {
-            let mut s = scenario.clone();
-            s.roce.record_rates = true;
-            recording = s;
-            &recording
-        } else {
-            scenario
-        };
+    let scenario = &recording_rates(scenario, request.out.is_some() || request.rates);
     // A training job's sensitivity run (1 us more per exchange) does not depend on the
     // main run: with a second thread it runs beside it.
-    let trains = has_training(scenario);
     let plus = plus_one_us_per_exchange(scenario);
-    let (outcome, sensitivity) = side_by_side(
-        request.threads,
-        || run(scenario, filter, true),
-        || trains.then(|| run(&plus, None, true)),
-    );
-    let outcome = outcome?;
-    let mut summary = results::summary(scenario, &outcome);
-    if let Some(sensitivity) = sensitivity {
-        results::add_sensitivity(&mut summary, &sensitivity?);
+    let mut runs = vec![(scenario, filter)];
+    if has_training(scenario) {
+        runs.push((&plus, None));
     }
+    let mut outcomes = run_all(&runs, request.threads).into_iter();
+    let outcome = outcomes.next().expect("the main run")?;
+    let sensitivity = outcomes.next().transpose()?;
+    let summary = summarize(scenario, &outcome, sensitivity.as_ref());
     if let Some(dir) = &request.out {
         results::write_out_dir(dir, &summary, &outcome)
             .map_err(|e| format!("--out {}: {e}", dir.display()))?;

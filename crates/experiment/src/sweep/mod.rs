@@ -19,7 +19,6 @@ use serde_json::{Map, Value};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 /// What to sweep: the scenario file and the values of each key.
 #[derive(Clone, Debug, PartialEq)]
@@ -503,30 +502,21 @@ pub fn run_local(
         .expect("static template"),
     );
     bar.set_message("0 failed");
-    let next = AtomicUsize::new(0);
-    let failed = Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..jobs.clamp(1, todo.len().max(1)) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&(index, p)) = todo.get(i) else {
-                    break;
-                };
-                let result = match runner {
-                    Runner::InProcess => run_point(dir, p),
-                    Runner::Child(command) => run_child(dir, command, index, p),
-                };
-                if let Err(e) = result {
-                    let mut f = failed.lock().expect("no panic holds it");
-                    f.push(e);
-                    bar.set_message(format!("{} failed", f.len()));
-                }
-                bar.inc(1);
-            });
+    let failures = AtomicUsize::new(0);
+    let results = runner::parallel_map(&todo, jobs, |&(index, p)| {
+        let result = match runner {
+            Runner::InProcess => run_point(dir, p),
+            Runner::Child(command) => run_child(dir, command, index, p),
+        };
+        if result.is_err() {
+            let n = failures.fetch_add(1, Ordering::Relaxed) + 1;
+            bar.set_message(format!("{n} failed"));
         }
+        bar.inc(1);
+        result
     });
     bar.finish_and_clear();
-    let mut failed = failed.into_inner().expect("no panic holds it");
+    let mut failed: Vec<_> = results.into_iter().filter_map(Result::err).collect();
     failed.sort();
     Ok(Progress {
         skipped,
