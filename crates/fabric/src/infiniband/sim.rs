@@ -623,7 +623,7 @@ impl Simulation {
 
     /// Asks for the state the coming events will touch, so that their cache misses overlap
     /// the current event: both lines of the port of the event after next (and its first
-    /// egress VL on a switch), and for the next event, if it is an arrival, the frame at
+    /// egress VL), and for the next event, if it is an arrival, the frame at
     /// the head of its link (whose port was asked for one event ago).
     #[inline(always)]
     fn prefetch_ahead(&self) {
@@ -637,12 +637,7 @@ impl Simulation {
             let p = &self.ports[port as usize];
             prefetch(p);
             prefetch(&p.wake_at);
-            if let Some(e) = self
-                .egress
-                .get(port as usize * self.cfg.virtual_lanes as usize)
-            {
-                prefetch(e);
-            }
+            prefetch(&self.egress[port as usize * self.vls()]);
         }
         if let Some(&Event::Arrival { port }) = queue.peek_ahead(0) {
             if let Some(slot) = self.ports[port as usize].wire.head() {
@@ -894,8 +889,7 @@ impl Simulation {
                 }
                 None => {
                     if e.first_ready != NEVER {
-                        let ready = e.first_ready;
-                        wake = Some(wake.map_or(ready, |w: Time| w.min(ready)));
+                        wake = Some(wake.map_or(e.first_ready, |w: Time| w.min(e.first_ready)));
                     }
                 }
             }

@@ -478,10 +478,9 @@ impl Simulation {
         let Some((filter, out)) = &self.state.capture else {
             return;
         };
-        let spec = self.topo.port(port);
-        let host = match self.topo.nodes()[spec.node.index()] {
-            NodeKind::Host(h) => Some(h.0),
-            NodeKind::Switch { .. } => None,
+        let (spec, host) = {
+            let p = &self.ports[port.index()];
+            (p.link, p.host.map(|h| h.0))
         };
         let bytes = match frame {
             Frame::Pause { quanta } if filter.wants(None, out.len()) => {
@@ -1349,13 +1348,7 @@ impl Simulation {
                 self.trips_at_last_cycle = self.watchdog_trips;
             }
         }
-        let any_paused = self.topo.ports().iter().zip(&self.ports).any(|(spec, p)| {
-            p.paused_until > now
-                && matches!(
-                    self.topo.nodes()[spec.node.index()],
-                    NodeKind::Switch { .. }
-                )
-        });
+        let any_paused = (self.ports.iter()).any(|p| p.paused_until > now && p.host.is_none());
         if any_paused {
             self.deadlock_check_pending = true;
             self.state
@@ -1368,25 +1361,15 @@ impl Simulation {
     /// [`WaitGraph::find_deadlock`]): each waits on its peer's ingress, which blocks it
     /// while in XOFF; an ingress's bytes sit in the egresses its packets were queued at.
     fn find_deadlock(&self, now: Time) -> Option<Vec<DeadlockHop>> {
-        let is_switch = |port: PortId| {
-            matches!(
-                self.topo.nodes()[self.topo.port(port).node.index()],
-                NodeKind::Switch { .. }
-            )
-        };
-        let blocked = |i: usize, p: &PortState| {
-            let port = PortId(i as u32);
+        let blocked = |p: &PortState| {
             p.paused_until > now
                 && !p.queues[DATA].is_empty()
-                && is_switch(port)
-                && is_switch(self.topo.port(port).peer)
+                && p.host.is_none()
+                && self.ports[p.link.peer.index()].host.is_none()
         };
-        let mut edges: Vec<(u32, u32)> = (self.ports.iter().enumerate())
-            .filter(|&(i, p)| blocked(i, p))
-            .map(|(i, _)| {
-                let spec = self.topo.port(PortId(i as u32));
-                (spec.node.0, self.topo.port(spec.peer).node.0)
-            })
+        let mut edges: Vec<(u32, u32)> = (self.ports.iter())
+            .filter(|p| blocked(p))
+            .map(|p| (p.link.node.0, self.ports[p.link.peer.index()].link.node.0))
             .collect();
         if !driver::has_cycle(&mut edges) {
             return None;
@@ -1408,8 +1391,8 @@ impl Simulation {
                 .collect(),
         };
         for (i, p) in self.ports.iter().enumerate() {
-            if blocked(i, p) {
-                g.waits_on[i] = Some(self.topo.port(PortId(i as u32)).peer.index());
+            if blocked(p) {
+                g.waits_on[i] = Some(p.link.peer.index());
                 for pkt in self.frames.iter(&p.queues[DATA]).map(Frame::packet) {
                     g.holds[i].push((pkt.in_port as usize, pkt.wire as u64));
                 }
