@@ -1,19 +1,20 @@
-//! The event queue: a calendar (bucketed timing wheel) keyed by (time, insertion order).
+//! The event queue: a calendar (bucketed timing wheel) keyed by (time, tie).
 //!
-//! Same-time events leave in insertion order, so a run is a pure function of its inputs.
+//! Same-time events leave in the order of their ties, so a run is a pure function of its
+//! inputs. [`EventQueue::schedule`] takes the tie from a counter (insertion order);
+//! [`EventQueue::schedule_tied`] takes it from the caller, who can make it independent
+//! of how many queues a run is split over (the RoCEv2 model's (creator, its sequence)).
 //! Near-future events go into buckets of 2^`BUCKET_SHIFT` ps on a wheel of `WHEEL`
 //! buckets. Each bucket is a singly linked list, newest first, threaded through one slab
 //! of nodes; freed nodes are reused last-in first-out, so a new event is written to a
 //! line that is still in cache, and scheduling touches only that node and the bucket's
 //! head. (A `Vec` per bucket cost a cache miss per schedule on the reference benchmark: a
 //! quarter of the run; appending at a list's tail cost another.) The bucket being drained
-//! is copied into a small array of (time, node) sorted with a stable sort, earliest last.
+//! is copied into a small array of (time, tie, node) sorted by (time, tie), earliest last.
 //! A bitmap of the non-empty buckets lets the wheel turn straight to the next one.
-//! Events beyond the wheel's span wait in a binary heap and move onto the wheel, in
-//! (time, sequence) order, as soon as their bucket comes into the span, before any event
-//! can be scheduled straight into that bucket; so every bucket's list is in reverse
-//! insertion order for equal times. The queue is generic over the event type; the fabric
-//! owns the event enum.
+//! Events beyond the wheel's span wait in a binary heap and move onto the wheel as soon
+//! as their bucket comes into the span, before any event can be scheduled straight into
+//! that bucket. The queue is generic over the event type; the fabric owns the event enum.
 
 use crate::units::Time;
 use std::cmp::Reverse;
@@ -30,6 +31,7 @@ const NIL: u32 = u32::MAX;
 /// A slab node: one pending event, or a free slot.
 struct Node<E> {
     time: Time,
+    tie: u64,
     /// Next (earlier scheduled) node of the same bucket list, or next free node.
     next: u32,
     event: Option<E>,
@@ -52,14 +54,17 @@ pub struct EventQueue<E> {
     /// Absolute index of the bucket being drained; every wheel event lies in
     /// `[cursor, cursor + WHEEL)`.
     cursor: u64,
-    /// Bucket `cursor` once taken off its list: (time, node), sorted with the earliest
-    /// last and, among equal times, the first scheduled last.
-    current: Vec<(Time, u32)>,
+    /// Bucket `cursor` once taken off its list: (time, tie, node), sorted with the
+    /// earliest (time, tie) last.
+    current: Vec<(Time, u64, u32)>,
     on_wheel: usize,
-    /// Events beyond the wheel's span, by (time, sequence).
+    /// Events beyond the wheel's span, by (time, tie).
     far: BinaryHeap<Reverse<(Time, u64, u32)>>,
-    far_seq: u64,
+    /// The next tie [`schedule`](Self::schedule) gives.
+    seq: u64,
     now: Time,
+    /// The tie of the last popped event.
+    now_tie: u64,
     popped: u64,
 }
 
@@ -80,8 +85,9 @@ impl<E> EventQueue<E> {
             current: Vec::new(),
             on_wheel: 0,
             far: BinaryHeap::new(),
-            far_seq: 0,
+            seq: 0,
             now: Time::ZERO,
+            now_tie: 0,
             popped: 0,
         }
     }
@@ -89,6 +95,11 @@ impl<E> EventQueue<E> {
     /// The time of the last popped event (zero before the first).
     pub fn now(&self) -> Time {
         self.now
+    }
+
+    /// The tie of the last popped event (zero before the first).
+    pub fn now_tie(&self) -> u64 {
+        self.now_tie
     }
 
     /// Number of events popped so far.
@@ -104,35 +115,48 @@ impl<E> EventQueue<E> {
         self.len() == 0
     }
 
-    /// Schedules `event` at `time`, which may lie before an event `peek_time` has already
+    /// Schedules `event` at `time`, after every event already scheduled for that time
+    /// (its tie is a counter), which may lie before an event `peek_time` has already
     /// shown. Scheduling in the past is a model bug and panics.
     pub fn schedule(&mut self, time: Time, event: E) {
+        let tie = self.seq;
+        self.seq += 1;
+        self.schedule_tied(time, tie, event);
+    }
+
+    /// Schedules `event` at `time` with the caller's `tie`: same-time events leave in
+    /// increasing tie order. Ties must be unique among same-time events; a queue should
+    /// not mix this with [`schedule`](Self::schedule) unless the caller keeps its ties
+    /// apart from the counter's.
+    pub fn schedule_tied(&mut self, time: Time, tie: u64, event: E) {
         assert!(
             time >= self.now,
             "event scheduled in the past: {time} < now {}",
             self.now
         );
-        let node = self.alloc(time, event);
+        let node = self.alloc(time, tie, event);
         let b = bucket_of(time);
         if b >= self.cursor + WHEEL as u64 {
-            self.far.push(Reverse((time, self.far_seq, node)));
-            self.far_seq += 1;
+            self.far.push(Reverse((time, tie, node)));
         } else if b < self.cursor || (b == self.cursor && !self.current.is_empty()) {
-            // Into the bucket being drained, after every event of the same time; or earlier
-            // than that bucket (a `peek_time` turned the wheel past `now` to the next
-            // event, and this one comes before it): then it is the earliest pending event,
-            // and `current` is where the earliest wait.
-            let at = self.current.partition_point(|&(t, _)| t > time);
-            self.current.insert(at, (time, node));
+            // Into the bucket being drained, in its (time, tie) place; or earlier than
+            // that bucket (a `peek_time` turned the wheel past `now` to the next event,
+            // and this one comes before it): then it is the earliest pending event, and
+            // `current` is where the earliest wait.
+            let at = self
+                .current
+                .partition_point(|&(t, k, _)| (t, k) > (time, tie));
+            self.current.insert(at, (time, tie, node));
             self.on_wheel += 1;
         } else {
             self.append(b, node);
         }
     }
 
-    fn alloc(&mut self, time: Time, event: E) -> u32 {
+    fn alloc(&mut self, time: Time, tie: u64, event: E) -> u32 {
         let node = Node {
             time,
+            tie,
             next: NIL,
             event: Some(event),
         };
@@ -191,12 +215,12 @@ impl<E> EventQueue<E> {
                 let mut i = head;
                 while i != NIL {
                     let n = &self.nodes[i as usize];
-                    self.current.push((n.time, i));
+                    self.current.push((n.time, n.tie, i));
                     i = n.next;
                 }
-                // Newest first, then a stable sort descending: equal times keep the
-                // first scheduled last, where it pops first.
-                self.current.sort_by_key(|&(t, _)| Reverse(t));
+                // Descending (time, tie): the earliest last, where it pops first.
+                self.current
+                    .sort_unstable_by_key(|&(t, k, _)| Reverse((t, k)));
                 return true;
             }
             if self.on_wheel == 0 {
@@ -230,7 +254,7 @@ impl<E> EventQueue<E> {
         if !self.settle() {
             return None;
         }
-        self.current.last().map(|&(t, _)| t)
+        self.current.last().map(|&(t, _, _)| t)
     }
 
     /// The event `ahead` places after the next one to pop (0: the next), if it is already
@@ -240,7 +264,7 @@ impl<E> EventQueue<E> {
     #[inline(always)]
     pub fn peek_ahead(&self, ahead: usize) -> Option<&E> {
         let i = self.current.len().checked_sub(ahead + 1)?;
-        self.nodes[self.current[i].1 as usize].event.as_ref()
+        self.nodes[self.current[i].2 as usize].event.as_ref()
     }
 
     /// Removes the earliest event and advances `now` to its time.
@@ -254,7 +278,7 @@ impl<E> EventQueue<E> {
         if !self.settle() {
             return None;
         }
-        let &(time, node) = self.current.last().expect("settled on a non-empty bucket");
+        let &(time, tie, node) = self.current.last().expect("settled on a non-empty bucket");
         if time > limit {
             return None;
         }
@@ -265,6 +289,7 @@ impl<E> EventQueue<E> {
         slot.next = self.free;
         self.free = node;
         self.now = time;
+        self.now_tie = tie;
         self.popped += 1;
         Some((time, event))
     }
@@ -313,6 +338,30 @@ mod tests {
     }
 
     proptest! {
+        /// With the caller's ties, events leave in (time, tie) order whatever order they
+        /// were scheduled in: two queues given the same events in different orders agree.
+        #[test]
+        fn tied_events_leave_by_time_then_tie(events in proptest::collection::vec((0u64..3, 0u64..1 << 34, 0u64..8), 1..300)) {
+            let mut keyed: Vec<(Time, u64)> = Vec::new();
+            for (i, &(scale, offset, tie)) in events.iter().enumerate() {
+                let t = match scale { 0 => offset % 2048, 1 => offset % 8, _ => offset };
+                keyed.push((Time(t), tie << 32 | i as u64));
+            }
+            let mut forward = EventQueue::new();
+            for &(t, k) in &keyed {
+                forward.schedule_tied(t, k, k);
+            }
+            let mut backward = EventQueue::new();
+            for &(t, k) in keyed.iter().rev() {
+                backward.schedule_tied(t, k, k);
+            }
+            let a: Vec<(Time, u64)> = std::iter::from_fn(|| forward.pop()).collect();
+            let b: Vec<(Time, u64)> = std::iter::from_fn(|| backward.pop()).collect();
+            keyed.sort();
+            prop_assert_eq!(&a, &keyed);
+            prop_assert_eq!(b, keyed);
+        }
+
         /// Against a reference ordering by (time, insertion): any mix of near, same-bucket
         /// and far-future events, scheduled while popping and peeking, leaves in the same
         /// order.

@@ -113,6 +113,18 @@ pub fn run(
     capture: Option<CaptureFilter>,
     progress: bool,
 ) -> Result<Outcome, String> {
+    run_threaded(scenario, capture, progress, 1)
+}
+
+/// As [`run`], on up to `threads` threads: a RoCEv2 run at packet level is split over
+/// them (see [`rocev2::parallel`]) unless it asks for what only one thread can give
+/// (said on standard error when `progress`). The results are the same for any `threads`.
+pub fn run_threaded(
+    scenario: &Scenario,
+    capture: Option<CaptureFilter>,
+    progress: bool,
+    threads: usize,
+) -> Result<Outcome, String> {
     let (flow_level, why) = scenario.runs_at_flow_level();
     if let (Some(why), true) = (why, progress) {
         eprintln!("{why}");
@@ -132,6 +144,8 @@ pub fn run(
         datapath::apply(&mut workload, h, topo.host_count(), scenario.gpus_per_node);
     }
     let (mut probe, mut probed) = (0, 1);
+    // The wall time of a run already finished (split over threads).
+    let mut finished = None;
     let mut sim = match scenario.fabric {
         _ if flow_level => {
             let mut cfg = flow_config(scenario);
@@ -165,14 +179,41 @@ pub fn run(
                 seed: scenario.seed,
                 ..scenario.roce.clone()
             };
-            let mut roce = rocev2::Simulation::new(cfg, topo, &workload, scenario.stop_at)?;
-            if let Some(f) = capture {
-                roce.capture(f);
+            let split = match rocev2::parallel::why_not_split(&cfg, &topo, &workload) {
+                _ if threads <= 1 => None,
+                _ if capture.is_some() => Some("a capture keeps frames in sending order"),
+                why => why,
+            };
+            if let (Some(why), true) = (split.filter(|_| threads > 1), progress) {
+                eprintln!("fabricsim: this run goes on one thread: {why}");
             }
-            Model::Roce(Box::new(roce))
+            if threads > 1 && split.is_none() {
+                let started = Instant::now();
+                let mut bar = Bar::new(progress, "RoCEv2");
+                let roce = rocev2::parallel::run(
+                    cfg,
+                    topo,
+                    &workload,
+                    scenario.stop_at,
+                    threads,
+                    &mut |events, now| bar.update(events, now),
+                )?;
+                bar.finish();
+                finished = Some(started.elapsed().as_secs_f64());
+                Model::Roce(Box::new(roce))
+            } else {
+                let mut roce = rocev2::Simulation::new(cfg, topo, &workload, scenario.stop_at)?;
+                if let Some(f) = capture {
+                    roce.capture(f);
+                }
+                Model::Roce(Box::new(roce))
+            }
         }
     };
-    let wall_seconds = drive(&mut sim, progress);
+    let wall_seconds = match finished {
+        Some(wall) => wall,
+        None => drive(&mut sim, progress),
+    };
     if let (Model::Flow(s), true) = (&sim, progress) {
         for note in flow_notes(s, probe, probed) {
             eprintln!("fabricsim: {note}");
@@ -352,16 +393,39 @@ fn flow_config(scenario: &Scenario) -> FlowConfig {
 /// events/s, simulated time) once the run has lasted a second. Returns the wall time.
 fn drive(sim: &mut Model, progress: bool) -> f64 {
     let started = Instant::now();
-    let mut bar: Option<ProgressBar> = None;
+    let mut bar = Bar::new(progress, sim.name());
     while !sim.step(SLICE) {
-        if !progress {
-            continue;
+        bar.update(sim.events(), sim.now());
+    }
+    bar.finish();
+    started.elapsed().as_secs_f64()
+}
+
+/// A run's progress line on standard error (events, events/s, simulated time), shown
+/// once the run has lasted a second.
+struct Bar {
+    shown: bool,
+    name: &'static str,
+    started: Instant,
+    bar: Option<ProgressBar>,
+}
+
+impl Bar {
+    fn new(shown: bool, name: &'static str) -> Self {
+        Bar {
+            shown,
+            name,
+            started: Instant::now(),
+            bar: None,
         }
-        let elapsed = started.elapsed();
-        if elapsed < Duration::from_secs(1) {
-            continue;
+    }
+
+    fn update(&mut self, events: u64, now: Time) {
+        let elapsed = self.started.elapsed();
+        if !self.shown || elapsed < Duration::from_secs(1) {
+            return;
         }
-        let b = bar.get_or_insert_with(|| {
+        let b = self.bar.get_or_insert_with(|| {
             let b = bars().add(ProgressBar::new_spinner());
             b.set_style(
                 ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
@@ -369,20 +433,22 @@ fn drive(sim: &mut Model, progress: bool) -> f64 {
             );
             b
         });
-        let rate = sim.events() as f64 / elapsed.as_secs_f64();
+        let rate = events as f64 / elapsed.as_secs_f64();
         b.set_message(format!(
             "{}: {} events, {:.1} M events/s, simulated {:.3} us",
-            sim.name(),
-            sim.events(),
+            self.name,
+            events,
             rate / 1e6,
-            sim.now().ps() as f64 / 1e6
+            now.ps() as f64 / 1e6
         ));
         b.tick();
     }
-    if let Some(b) = bar {
-        b.finish_and_clear();
+
+    fn finish(self) {
+        if let Some(b) = self.bar {
+            b.finish_and_clear();
+        }
     }
-    started.elapsed().as_secs_f64()
 }
 
 /// The progress bars on standard error: runs side by side (see [`run_all`]) each
@@ -462,12 +528,16 @@ pub fn parallel_map<T: Sync, R: Send>(
 }
 
 /// Runs each scenario, with its capture, as [`run`] does, up to `threads` at a time (see
-/// [`parallel_map`]); the outcomes in list order.
+/// [`parallel_map`]), each run splitting over its share of the threads; the outcomes in
+/// list order.
 pub fn run_all(
     runs: &[(&Scenario, Option<CaptureFilter>)],
     threads: usize,
 ) -> Vec<Result<Outcome, String>> {
-    parallel_map(runs, threads, |(s, capture)| run(s, capture.clone(), true))
+    let each = (threads / runs.len().max(1)).max(1);
+    parallel_map(runs, threads, |(s, capture)| {
+        run_threaded(s, capture.clone(), true, each)
+    })
 }
 
 /// `scenario` as a run that asks for `rates` must run it: RoCEv2 recording its rates.

@@ -30,6 +30,10 @@ struct Entry {
     fabric: Option<String>,
     /// Allowed |error|; default 0.05.
     tolerance: Option<f64>,
+    /// Run once per seed and compare the mean: for a figure one run's random draws move
+    /// by more than the tolerance allows for (a tail percentile of a run with ECN marks).
+    /// Default: the file's seed alone.
+    seeds: Option<Vec<u64>>,
     /// Why the case misses its tolerance, and the simulated figure when that was written.
     known_miss: Option<String>,
     recorded: Option<f64>,
@@ -154,7 +158,7 @@ pub fn run_case(file: &Path, catalog: &Catalog) -> Result<Vec<Comparison>, Strin
         .map_err(|e| at(format!("[[validation]]: {}", e.to_string().trim_end())))?
         .validation;
     let scenario = Scenario::load_with(file, catalog).map_err(|e| e.to_string())?;
-    let mut runs: Vec<(FabricKind, Summary, runner::Outcome)> = Vec::new();
+    let mut runs: Vec<(FabricKind, u64, Summary, runner::Outcome)> = Vec::new();
     let mut out = Vec::new();
     for e in entries {
         let fabric = match e.fabric.as_deref() {
@@ -167,16 +171,30 @@ pub fn run_case(file: &Path, catalog: &Catalog) -> Result<Vec<Comparison>, Strin
                 )))
             }
         };
-        if !runs.iter().any(|r| r.0 == fabric) {
-            let s = Scenario {
-                fabric,
-                ..scenario.clone()
-            };
-            let outcome = runner::run(&s, None, false).map_err(at)?;
-            runs.push((fabric, results::summary(&s, &outcome), outcome));
+        let seeds = e.seeds.clone().unwrap_or(vec![scenario.seed]);
+        if seeds.is_empty() {
+            return Err(at(format!(
+                "validation case \"{}\": seeds = []: give at least one seed",
+                e.case
+            )));
         }
-        let (_, summary, outcome) = runs.iter().find(|r| r.0 == fabric).expect("run above");
-        let simulated = metric(&e.metric, summary, outcome).map_err(at)?;
+        let mut sum = 0.0;
+        for &seed in &seeds {
+            if !runs.iter().any(|r| r.0 == fabric && r.1 == seed) {
+                let s = Scenario {
+                    fabric,
+                    seed,
+                    ..scenario.clone()
+                };
+                let outcome = runner::run(&s, None, false).map_err(at)?;
+                runs.push((fabric, seed, results::summary(&s, &outcome), outcome));
+            }
+            let (.., summary, outcome) = (runs.iter())
+                .find(|r| r.0 == fabric && r.1 == seed)
+                .expect("run above");
+            sum += metric(&e.metric, summary, outcome).map_err(at)?;
+        }
+        let simulated = sum / seeds.len() as f64;
         let error = (simulated - e.measured) / e.measured;
         let tolerance = e.tolerance.unwrap_or(0.05);
         out.push(Comparison {

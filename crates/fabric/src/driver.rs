@@ -556,15 +556,44 @@ pub(crate) struct RunState<E, F, C> {
     pub deadlock: Option<Deadlock>,
     /// What to capture, and what has been.
     pub capture: Option<(CaptureFilter, Vec<C>)>,
+    /// A fabric that can split a run over threads cuts time into windows of this length
+    /// from zero; its run ends at the first window line after its last completion (every
+    /// event before the line is handled), so that it ends alike on any number of threads.
+    /// `None`: the run ends at the event that completes its last message.
+    pub grid: Option<Time>,
+    /// The window line the run ends at, once every message has completed.
+    pub drain_until: Option<Time>,
+    /// Every event before `drain_until` has been handled.
+    pub drained: bool,
+}
+
+/// The first line of a grid of `grid` after `t`.
+pub fn grid_line_after(t: Time, grid: Time) -> Time {
+    Time((t.ps() / grid.ps() + 1) * grid.ps())
 }
 
 impl<E, F, C> RunState<E, F, C> {
-    /// The next event due by `stop_at`; `None` (noting whether events were left) once
-    /// none is.
+    /// The next event due by `stop_at` (and, once every message has completed on a
+    /// fabric with a lookahead grid, before the grid's next line); `None` once none is,
+    /// noting why.
     pub fn next_event(&mut self) -> Option<(Time, E)> {
-        let next = self.queue.pop_until(self.stop_at.unwrap_or(Time::MAX));
+        if let (Some(grid), None) = (self.grid, self.drain_until) {
+            if self.lifecycle.completed == self.flows.len() {
+                self.drain_until = Some(grid_line_after(self.queue.now(), grid));
+            }
+        }
+        let stop = self.stop_at.unwrap_or(Time::MAX);
+        let (limit, by_time) = match self.drain_until {
+            Some(d) if d.ps() - 1 < stop.ps() => (Time(d.ps() - 1), false),
+            _ => (stop, true),
+        };
+        let next = self.queue.pop_until(limit);
         if next.is_none() {
-            self.stopped_by_time = !self.queue.is_empty();
+            if by_time {
+                self.stopped_by_time = !self.queue.is_empty();
+            } else {
+                self.drained = true;
+            }
         }
         next
     }
@@ -631,6 +660,22 @@ pub(crate) trait MessageFabric {
     /// A posted network message joins its sender's send queue.
     fn enqueue(&mut self, flow: u32);
 
+    /// Schedules a transfer inside a server landing (by default in insertion order).
+    fn schedule_local_done(&mut self, at: Time, flow: u32) {
+        self.state_mut()
+            .queue
+            .schedule(at, Self::Event::local_done(flow));
+    }
+
+    /// Schedules each `(time, message)` post (by default in insertion order).
+    fn schedule_posts(&mut self, posts: Vec<(Time, u32)>) {
+        schedule_posts(&mut self.state_mut().queue, posts);
+    }
+
+    /// Message `flow` completed at `at` and its dependents here were released; a fabric
+    /// split over threads tells the other parts. By default nothing.
+    fn released(&mut self, _flow: u32, _at: Time) {}
+
     /// A posted message: it waits while the one before it on its connection has not handed
     /// all its packets to the wire (that one posts it when it has); it goes at flow level
     /// if it stays inside its server; otherwise it joins its sender's queue.
@@ -658,7 +703,7 @@ pub(crate) trait MessageFabric {
         let s = self.state_mut();
         let now = s.queue.now();
         let (done, next) = s.lifecycle.start_local(&mut s.flows, flow, now);
-        s.queue.schedule(done, Self::Event::local_done(flow));
+        self.schedule_local_done(done, flow);
         if let Some(next) = next {
             self.post(next);
         }
@@ -667,15 +712,18 @@ pub(crate) trait MessageFabric {
     /// A transfer inside a server landed.
     fn local_done(&mut self, flow: u32) {
         let s = self.state_mut();
-        let posts = s.lifecycle.finish_local(&mut s.flows, flow, s.queue.now());
-        schedule_posts(&mut s.queue, posts);
+        let now = s.queue.now();
+        let posts = s.lifecycle.finish_local(&mut s.flows, flow, now);
+        self.schedule_posts(posts);
+        self.released(flow, now);
     }
 
     /// A message completed at its receiver at `at`: posts what waited for it.
     fn release_dependents(&mut self, flow: u32, at: Time) {
         let s = self.state_mut();
         let posts = s.lifecycle.release(&mut s.flows, flow, at);
-        schedule_posts(&mut s.queue, posts);
+        self.schedule_posts(posts);
+        self.released(flow, at);
     }
 }
 
@@ -692,7 +740,7 @@ pub(crate) fn schedule_posts<E: LifecycleEvent>(
 impl<T: MessageFabric> EventDriven for T {
     fn is_finished(&self) -> bool {
         let s = self.state();
-        s.lifecycle.completed == s.flows.len()
+        (s.lifecycle.completed == s.flows.len() && (s.grid.is_none() || s.drained))
             || s.stopped_by_time
             || s.deadlock.is_some()
             || s.queue.is_empty()
@@ -825,6 +873,37 @@ impl Lifecycle {
                 (self.nic_slot(j, post), j)
             })
             .collect()
+    }
+
+    /// The shortest time from a message completing to the posting of a dependent sent
+    /// from another server, over every such dependency (`None` if there is none): how
+    /// far ahead a part of a run split by servers sees the other parts' posts.
+    /// `rx_latency` is how long after its last packet's arrival a network message
+    /// completes.
+    pub fn cross_server_slack(
+        &self,
+        workload: &Workload,
+        topo: &Topology,
+        rx_latency: Time,
+    ) -> Option<Time> {
+        let mut best: Option<Time> = None;
+        for (j, deps) in workload.after.iter().enumerate() {
+            let mj = &workload.messages[j];
+            for d in deps {
+                let mi = &workload.messages[d.msg as usize];
+                if topo.same_server(mi.dst, mj.src) {
+                    continue;
+                }
+                let done = if Lifecycle::is_local(topo, mi) {
+                    Time::ZERO
+                } else {
+                    rx_latency
+                };
+                let slack = done + d.delay + self.post_delay(j as u32, mj);
+                best = Some(best.map_or(slack, |b| b.min(slack)));
+            }
+        }
+        best
     }
 
     /// Whether a message stays inside its server: NVLink or a data-path stage.

@@ -33,9 +33,42 @@ impl RedParams {
     }
 }
 
+/// The `n`th uniform draw in [0, 1) of egress `port`'s marking decisions in a run seeded
+/// with `seed`: SplitMix64 (Steele, Lea and Flood 2014) over the seed, the port and the
+/// draw's number, so a port's draws are the same however the run's other ports are
+/// interleaved with it (as when a run is split over threads).
+pub fn marking_draw(seed: u64, port: u32, n: u64) -> f64 {
+    let x = splitmix64(seed ^ splitmix64((port as u64) << 40 ^ n));
+    (x >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
+/// SplitMix64's output function on `x` advanced by its golden-ratio increment.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn marking_draws_are_uniform_and_differ_by_port() {
+        let n = 100_000;
+        let draws: Vec<f64> = (0..n).map(|i| marking_draw(7, 3, i)).collect();
+        assert!(draws.iter().all(|&u| (0.0..1.0).contains(&u)));
+        let mean = draws.iter().sum::<f64>() / n as f64;
+        // The standard error of the mean of n uniform draws is 1 / sqrt(12 n) = 0.0009.
+        assert!((mean - 0.5).abs() < 0.005, "mean {mean}");
+        let below = draws.iter().filter(|&&u| u < 0.1).count() as f64 / n as f64;
+        assert!((below - 0.1).abs() < 0.005, "P(u < 0.1) = {below}");
+        let same = (0..1000)
+            .filter(|&i| marking_draw(7, 3, i) == marking_draw(7, 4, i))
+            .count();
+        assert_eq!(same, 0);
+    }
 
     #[test]
     fn red_ramp() {

@@ -536,6 +536,9 @@ impl Simulation {
                 stopped_by_time: false,
                 deadlock: None,
                 capture: None,
+                grid: None,
+                drain_until: None,
+                drained: false,
             },
             frames: Pool::default(),
             prefetch_above_slots: driver::prefetch_above_slots::<Frame>(

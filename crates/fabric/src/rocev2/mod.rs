@@ -17,6 +17,7 @@
 //!   wait-for graph of paused queues is checked and a deadlock stops the run.
 
 mod config;
+pub mod parallel;
 mod sim;
 
 pub use config::{hpcc_ecn, DcqcnConfig, EcnConfig, PauseStorm, PfcWatchdog, RoceConfig};

@@ -11,7 +11,7 @@ use fabricsim_core::engine::EventQueue;
 use fabricsim_core::pool::{Fifo, Pool, Slot};
 use fabricsim_core::prefetch::prefetch;
 use fabricsim_core::proto::dcqcn::Dcqcn;
-use fabricsim_core::proto::ecn::RedParams;
+use fabricsim_core::proto::ecn::{marking_draw, RedParams};
 use fabricsim_core::proto::pfc::{pause_duration, RESUME_OFFSET};
 use fabricsim_core::proto::rc::PSN_MASK;
 use fabricsim_core::proto::rc::{InOrderReceipt, InOrderReceiver, RcSender};
@@ -19,13 +19,11 @@ use fabricsim_core::topology::{NodeKind, Port, Routes, Topology};
 use fabricsim_core::units::{BitRate, HostId, NodeId, PortId, Time};
 use fabricsim_core::wire::ib::{Aeth, Opcode, Reth};
 use fabricsim_core::wire::roce::{self, RoceRepr};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use std::collections::VecDeque;
 
 /// What a packet is, for the handlers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Data,
     Ack,
     Nak,
@@ -38,7 +36,7 @@ const CONTROL: usize = 1;
 
 /// A packet as the simulator carries it (no payload bytes).
 #[derive(Clone, Copy, Debug)]
-struct Packet {
+pub(crate) struct Packet {
     flow: u32,
     /// Data: position in the message. Ack: last packet covered. Nak: expected packet.
     index: u32,
@@ -64,7 +62,7 @@ impl Packet {
 
 /// What crosses a link.
 #[derive(Clone, Copy, Debug)]
-enum Frame {
+pub(crate) enum Frame {
     Packet(Packet),
     /// A PFC frame for the data priority; 0 quanta resumes.
     Pause {
@@ -153,8 +151,10 @@ struct PortState {
     pause_refresh_at: Option<Time>,
     tx_packets: u64,
     xoff: bool,
-    // Rarely touched: ECN marking (read-only), PFC episodes, report counters.
+    // Rarely touched: ECN marking, PFC episodes, report counters.
     red: Option<RedParams>,
+    /// Marking draws made here (see [`marking_draw`]).
+    ecn_draws: u64,
     paused_since: Option<Time>,
     paused_total: Time,
     /// The watchdog tripped: PAUSE is ignored and data dropped here until this time.
@@ -171,6 +171,28 @@ const _: () = assert!(std::mem::offset_of!(PortState, ingress) == 128);
 
 /// "No time": no transmitter wake-up pending.
 const NEVER: Time = Time::MAX;
+
+/// Bits of a tie given to the creator's sequence number (the rest name the creator).
+const SEQ_BITS: u32 = 40;
+
+/// The lookahead of a run split over threads, which is also its window grid
+/// ([`RunState::grid`]): a frame sent at t reaches the far end of its link no sooner than
+/// the link's delay plus the serialisation of the smallest frame (a PFC frame) after t; a
+/// completion posts a dependent sent from another server no sooner than
+/// [`Lifecycle::cross_server_slack`] later; a PAUSE arriving schedules the deadlock check
+/// `deadlock_check` later. At least 1 ps.
+fn lookahead(cfg: &RoceConfig, topo: &Topology, life: &Lifecycle, workload: &Workload) -> Time {
+    let pfc = roce::PFC_FRAME_WIRE_LEN as u64;
+    let links = topo.ports().iter().map(|p| {
+        let per_byte = p.rate.whole_ps_per_byte().unwrap_or(0);
+        p.delay + p.rate.serialization_by(per_byte, pfc)
+    });
+    let slack = life.cross_server_slack(workload, topo, cfg.nic_rx_latency);
+    (links.chain(slack).chain([cfg.deadlock_check]))
+        .min()
+        .unwrap_or(Time::MAX)
+        .max(Time(1))
+}
 
 impl PortState {
     fn new(link: Port, host: Option<HostId>, headroom: u64, red: Option<RedParams>) -> Self {
@@ -194,6 +216,7 @@ impl PortState {
             xoff: false,
             pause_refresh_at: None,
             red,
+            ecn_draws: 0,
             peak_queue: 0,
             peak_ingress: 0,
             paused_since: None,
@@ -246,6 +269,8 @@ pub(crate) struct Flow {
     sampled_bytes: u64,
     /// Life-cycle state shared with the other fabric.
     life: Progress,
+    /// The sender's NIC port: where its posts and timeouts are handled.
+    nic_port: u32,
 }
 
 driver::tracked_by_fields!(Flow);
@@ -285,6 +310,50 @@ pub struct Audit {
     pub lost_frames: u64,
 }
 
+/// What one part of a run split over threads hands another at the end of a window.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Crossing {
+    /// A frame put on `port`'s link, whose far end the other part holds; it arrives at
+    /// `arrival`, and its arrival event has the sender's `tie`.
+    Frame {
+        port: u32,
+        frame: Frame,
+        arrival: Time,
+        tie: u64,
+    },
+    /// A message completed at `at` (its dependents may be sent from the other part).
+    Completed { flow: u32, at: Time },
+}
+
+/// What the coordinator of a split run saw, for [`Simulation::merge`].
+#[derive(Clone, Debug)]
+pub(crate) struct SplitEnd {
+    pub events: u64,
+    /// The time of the run's last event.
+    pub now: Time,
+    pub in_flight: u64,
+    pub peak_in_flight: u64,
+    pub stop_at: Option<Time>,
+    pub stopped_by_time: bool,
+    pub deadlock: Option<Deadlock>,
+}
+
+/// This run's share when it is split over threads (see `super::parallel`): the ports it
+/// holds, and what it hands the coordinator at each window's end.
+#[derive(Clone, Debug)]
+pub(crate) struct Part {
+    pub me: u16,
+    /// Each port's part.
+    pub owner: std::sync::Arc<[u16]>,
+    /// What goes to each part by the window's end.
+    pub outbox: Vec<Vec<Crossing>>,
+    /// Changes of the packets in flight, (time, tie of the event, change), in event
+    /// order: the coordinator merges the parts' to find the run's peak.
+    pub in_flight: Vec<(Time, u64, i64)>,
+    /// The deadlock check a PAUSE arriving here asked for in this window.
+    pub check_at: Option<Time>,
+}
+
 /// A running RoCEv2 fabric.
 pub struct Simulation {
     cfg: RoceConfig,
@@ -301,7 +370,19 @@ pub struct Simulation {
     ports: Vec<PortState>,
     buffers: Vec<SharedBuffer>,
     nics: Vec<Nic>,
-    rng: ChaCha8Rng,
+    /// Per event creator (every port, then the setup, the posts and the global checks),
+    /// the sequence number its next event takes: same-time events leave in (creator,
+    /// sequence) order, which does not depend on how a run is split over threads.
+    ties: Vec<u64>,
+    /// The creator of what the current event's handler schedules: the port it is
+    /// handled at (a link's far end for an arrival, a sender's NIC for a post).
+    creator: u32,
+    /// This run's share when it is split over threads.
+    part: Option<Part>,
+    /// See [`lookahead`].
+    lookahead: Time,
+    /// A split run's events and end, once its parts are merged back into one.
+    merged_end: Option<(u64, Time)>,
     drops: u64,
     lost_payload: u64,
     retransmitted: u64,
@@ -328,6 +409,27 @@ impl Simulation {
         topo: Topology,
         workload: &Workload,
         stop_at: Option<Time>,
+    ) -> Result<Self, String> {
+        Self::build(cfg, topo, workload, stop_at, None)
+    }
+
+    /// Builds one part of a run split over threads: it keeps the whole state but handles
+    /// only the events of the ports `part` holds. Its run ends where its coordinator says.
+    pub(crate) fn new_part(
+        cfg: RoceConfig,
+        topo: Topology,
+        workload: &Workload,
+        part: Part,
+    ) -> Result<Self, String> {
+        Self::build(cfg, topo, workload, None, Some(part))
+    }
+
+    fn build(
+        cfg: RoceConfig,
+        topo: Topology,
+        workload: &Workload,
+        stop_at: Option<Time>,
+        part: Option<Part>,
     ) -> Result<Self, String> {
         let routes = Routes::minimal(&topo)?;
         let mut buffers = vec![SharedBuffer::default(); topo.nodes().len()];
@@ -369,45 +471,31 @@ impl Simulation {
                 buffers[n].pool = cfg.switch_buffer - set_aside;
             }
         }
-        let mut queue = EventQueue::new();
-        for storm in &cfg.pause_storms {
-            let host = storm.host.0;
-            queue.schedule(
-                storm.start,
-                Event::Stall {
-                    host,
-                    stalled: true,
-                },
-            );
-            if let Some(end) = storm.end {
-                queue.schedule(
-                    end,
-                    Event::Stall {
-                        host,
-                        stalled: false,
-                    },
-                );
-            }
-        }
-        if cfg.record_rates && !workload.messages.is_empty() {
-            queue.schedule(cfg.rate_sample, Event::SampleRates);
-        }
         if !workload.sharp_groups.is_empty() {
             return Err(
                 "algorithm \"sharp\": SHARP in-network aggregation needs InfiniBand switches"
                     .into(),
             );
         }
+        if ports.len() + 3 >= 1 << (64 - SEQ_BITS) {
+            return Err(format!(
+                "topology: {} ports; the RoCEv2 model orders same-time events by port and takes at most {}",
+                ports.len(),
+                (1u64 << (64 - SEQ_BITS)) - 4
+            ));
+        }
         let messages = &workload.messages;
         let mut lifecycle = Lifecycle::new(workload, &topo, cfg.nic_tx_latency);
-        driver::schedule_posts(&mut queue, lifecycle.initial_posts(messages));
+        let initial = lifecycle.initial_posts(messages);
+        let grid = lookahead(&cfg, &topo, &lifecycle, workload);
         let flows = messages
             .iter()
             .enumerate()
             .map(|(i, m)| {
                 let sender = RcSender::new(m.size, cfg.mtu, cfg.ack_every);
                 let receiver = InOrderReceiver::new(sender.packets(), cfg.ack_every);
-                let line = topo.port(topo.host_port(m.src)).rate;
+                let nic_port = topo.host_port(m.src);
+                let line = topo.port(nic_port).rate;
                 Flow {
                     msg: *m,
                     udp_sport: driver::udp_source_port(i as u32),
@@ -422,23 +510,27 @@ impl Simulation {
                     timer_armed: false,
                     sampled_bytes: 0,
                     life: Progress::new(m.start, workload.follows[i]),
+                    nic_port: nic_port.0,
                 }
             })
             .collect();
-        Ok(Simulation {
-            rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+        let creators = ports.len() + 3;
+        let mut sim = Simulation {
             nics: vec![Nic::default(); topo.host_count() as usize],
             cfg,
             topo,
             routes,
             state: RunState {
-                queue,
+                queue: EventQueue::new(),
                 flows,
                 lifecycle,
                 stop_at,
                 stopped_by_time: false,
                 deadlock: None,
                 capture: None,
+                grid: part.is_none().then_some(grid),
+                drain_until: None,
+                drained: false,
             },
             frames: Pool::default(),
             prefetch_above_slots: driver::prefetch_above_slots::<Frame>(
@@ -446,6 +538,11 @@ impl Simulation {
             ),
             ports,
             buffers,
+            ties: vec![0; creators],
+            creator: 0,
+            part,
+            lookahead: grid,
+            merged_end: None,
             drops: 0,
             lost_payload: 0,
             retransmitted: 0,
@@ -460,7 +557,100 @@ impl Simulation {
             trips_at_last_cycle: 0,
             on_nic: Vec::new(),
             watchdog_trips: 0,
-        })
+        };
+        sim.creator = sim.setup_creator();
+        for storm in sim.cfg.pause_storms.clone() {
+            if !sim.holds(sim.topo.host_port(storm.host).0) {
+                continue;
+            }
+            let host = storm.host.0;
+            sim.schedule(
+                storm.start,
+                Event::Stall {
+                    host,
+                    stalled: true,
+                },
+            );
+            if let Some(end) = storm.end {
+                sim.schedule(
+                    end,
+                    Event::Stall {
+                        host,
+                        stalled: false,
+                    },
+                );
+            }
+        }
+        if sim.cfg.record_rates && !messages.is_empty() {
+            sim.schedule_global(sim.cfg.rate_sample, Event::SampleRates);
+        }
+        <Simulation as MessageFabric>::schedule_posts(&mut sim, initial);
+        Ok(sim)
+    }
+
+    /// Whether this run handles `port`'s events: always, unless it is a part of a split
+    /// run that another part holds the port in.
+    #[inline(always)]
+    fn holds(&self, port: u32) -> bool {
+        self.part
+            .as_ref()
+            .is_none_or(|p| p.owner[port as usize] == p.me)
+    }
+
+    /// The lookahead of this run, and its window grid (see [`lookahead`]).
+    pub(crate) fn lookahead(&self) -> Time {
+        self.lookahead
+    }
+
+    /// The creator of the events set up before the run.
+    fn setup_creator(&self) -> u32 {
+        self.ports.len() as u32
+    }
+
+    /// The creator of posts: a post's tie is its message's index, whoever released it.
+    fn posts_creator(&self) -> u32 {
+        self.ports.len() as u32 + 1
+    }
+
+    /// The creator of the run-wide checks (deadlock, rate sampling): last at their time.
+    fn global_creator(&self) -> u32 {
+        self.ports.len() as u32 + 2
+    }
+
+    /// Schedules `event` at `at` as the current creator's next event.
+    fn schedule(&mut self, at: Time, event: Event) {
+        let tie = self.next_tie(self.creator);
+        self.state.queue.schedule_tied(at, tie, event);
+    }
+
+    /// Schedules a run-wide check at `at`.
+    fn schedule_global(&mut self, at: Time, event: Event) {
+        let tie = self.next_tie(self.global_creator());
+        self.state.queue.schedule_tied(at, tie, event);
+    }
+
+    /// `creator`'s next tie: the creator, then its sequence number.
+    fn next_tie(&mut self, creator: u32) -> u64 {
+        let seq = &mut self.ties[creator as usize];
+        let tie = (creator as u64) << SEQ_BITS | *seq;
+        *seq += 1;
+        tie
+    }
+
+    /// The port an event is handled at, which creates what its handler schedules.
+    #[inline(always)]
+    fn creator_of(&self, event: &Event) -> u32 {
+        match *event {
+            Event::Transmitter { port, .. }
+            | Event::PauseRefresh { port }
+            | Event::Watchdog { port } => port,
+            Event::Arrival { port } => self.ports[port as usize].link.peer.0,
+            Event::Post { flow } | Event::Timeout { flow } | Event::LocalDone { flow } => {
+                self.state.flows[flow as usize].nic_port
+            }
+            Event::Stall { host, .. } => self.topo.host_port(HostId(host)).0,
+            Event::DeadlockCheck | Event::SampleRates => self.global_creator(),
+        }
     }
 
     /// Keeps the frames `filter` selects (see [`CapturedFrame`]).
@@ -563,11 +753,151 @@ impl Simulation {
     }
 
     pub fn now(&self) -> Time {
-        self.state.queue.now()
+        match self.merged_end {
+            Some((_, now)) => now,
+            None => self.state.queue.now(),
+        }
     }
 
     pub fn events(&self) -> u64 {
+        match self.merged_end {
+            Some((events, _)) => events,
+            None => self.state.queue.popped(),
+        }
+    }
+
+    /// Where the run's clock stands: `stop_at` if the run was stopped there, else its
+    /// last event.
+    fn end_time(&self) -> Time {
+        match (self.merged_end, self.state.stop_at) {
+            (Some(_), Some(t)) if self.state.stopped_by_time => t,
+            (Some((_, now)), _) => now,
+            (None, _) => self.state.end_time(),
+        }
+    }
+
+    /// The run's parts, once every one has finished, as one run: each port and each
+    /// message end from the part that holds them (a message's receiver side from its
+    /// receiver's part), counters summed; `end` is what the coordinator saw.
+    pub(crate) fn merge(parts: Vec<Simulation>, end: SplitEnd) -> Simulation {
+        let owner = parts[0].part.as_ref().expect("a part").owner.clone();
+        let mut merged = parts[0].clone_shell();
+        for (i, port) in merged.ports.iter_mut().enumerate() {
+            *port = parts[owner[i] as usize].ports[i].clone();
+        }
+        for (i, flow) in merged.state.flows.iter_mut().enumerate() {
+            let sender = &parts[owner[flow.nic_port as usize] as usize].state.flows[i];
+            let dst = merged.topo.host_port(flow.msg.dst).index();
+            let receiver = &parts[owner[dst] as usize].state.flows[i];
+            *flow = sender.clone();
+            flow.receiver = receiver.receiver.clone();
+            flow.last_cnp = receiver.last_cnp;
+            flow.life.finish = receiver.life.finish;
+            flow.life.delivered_bytes = receiver.life.delivered_bytes;
+        }
+        for p in &parts {
+            merged.drops += p.drops;
+            merged.lost_payload += p.lost_payload;
+            merged.retransmitted += p.retransmitted;
+            merged.cnps += p.cnps;
+            merged.naks += p.naks;
+            merged.timeouts += p.timeouts;
+            merged.state.lifecycle.completed += p.state.lifecycle.completed;
+        }
+        merged.peak_packets_in_flight = end.peak_in_flight;
+        merged.packets_in_flight = end.in_flight;
+        merged.state.stop_at = end.stop_at;
+        merged.state.stopped_by_time = end.stopped_by_time;
+        merged.state.deadlock = end.deadlock;
+        merged.merged_end = Some((end.events, end.now));
+        merged
+    }
+
+    /// This part's static state with fresh counters and no part: the shell a merge fills.
+    fn clone_shell(&self) -> Simulation {
+        let mut state = RunState {
+            queue: EventQueue::new(),
+            flows: self.state.flows.clone(),
+            lifecycle: self.state.lifecycle.clone(),
+            stop_at: None,
+            stopped_by_time: false,
+            deadlock: None,
+            capture: None,
+            grid: Some(self.lookahead),
+            drain_until: None,
+            drained: true,
+        };
+        state.lifecycle.completed = 0;
+        Simulation {
+            cfg: self.cfg.clone(),
+            topo: self.topo.clone(),
+            routes: self.routes.clone(),
+            state,
+            frames: Pool::default(),
+            prefetch_above_slots: self.prefetch_above_slots,
+            ports: self.ports.clone(),
+            buffers: Vec::new(),
+            nics: Vec::new(),
+            ties: Vec::new(),
+            creator: 0,
+            part: None,
+            lookahead: self.lookahead,
+            merged_end: None,
+            drops: 0,
+            lost_payload: 0,
+            retransmitted: 0,
+            cnps: 0,
+            naks: 0,
+            timeouts: 0,
+            packets_in_flight: 0,
+            peak_packets_in_flight: 0,
+            rates: Vec::new(),
+            deadlock_check_pending: false,
+            pfc_cycles: Vec::new(),
+            trips_at_last_cycle: 0,
+            on_nic: Vec::new(),
+            watchdog_trips: 0,
+        }
+    }
+
+    /// This part's share of its split run.
+    pub(crate) fn part_mut(&mut self) -> &mut Part {
+        self.part.as_mut().expect("a part")
+    }
+
+    /// The time of this part's next event, if any.
+    pub(crate) fn peek_time(&mut self) -> Option<Time> {
+        self.state.queue.peek_time()
+    }
+
+    /// Events this part has handled.
+    pub(crate) fn popped(&self) -> u64 {
         self.state.queue.popped()
+    }
+
+    /// Messages this part has completed (at their senders).
+    pub(crate) fn completed(&self) -> usize {
+        self.state.lifecycle.completed
+    }
+
+    pub(crate) fn message_count(&self) -> usize {
+        self.state.flows.len()
+    }
+
+    pub(crate) fn set_deadlock_check_pending(&mut self, pending: bool) {
+        self.deadlock_check_pending = pending;
+    }
+
+    /// The deadlock check's interval.
+    pub(crate) fn deadlock_check_interval(&self) -> Time {
+        self.cfg.deadlock_check
+    }
+
+    /// Applies what another part handed over, outside a window (the coordinator does for
+    /// completions, so that the posts they release are known before it picks the next
+    /// window).
+    pub(crate) fn accept_now(&mut self, crossing: Crossing) {
+        self.accept(crossing);
     }
 
     /// Payload bytes a flow's receiver has placed so far.
@@ -623,9 +953,50 @@ impl Simulation {
 
     #[inline(always)]
     fn handle_event(&mut self) {
-        let Some((now, event)) = self.state.next_event() else {
-            return;
-        };
+        if let Some((now, event)) = self.state.next_event() {
+            self.handle(now, event);
+        }
+    }
+
+    /// A part of a split run: handles what another part handed it, then every event
+    /// before `end`.
+    pub(crate) fn run_window(&mut self, inbox: impl IntoIterator<Item = Crossing>, end: Time) {
+        for c in inbox {
+            self.accept(c);
+        }
+        while let Some((now, event)) = self.state.queue.pop_until(Time(end.ps() - 1)) {
+            self.handle(now, event);
+        }
+    }
+
+    /// Takes in what another part of a split run handed over.
+    fn accept(&mut self, crossing: Crossing) {
+        match crossing {
+            Crossing::Frame {
+                port,
+                frame,
+                arrival,
+                tie,
+            } => {
+                let slot = self.frames.alloc(frame);
+                self.ports[port as usize]
+                    .wire
+                    .push(&mut self.frames, slot, arrival);
+                self.state
+                    .queue
+                    .schedule_tied(arrival, tie, Event::Arrival { port });
+            }
+            Crossing::Completed { flow, at } => {
+                let s = &mut self.state;
+                let posts = s.lifecycle.release(&mut s.flows, flow, at);
+                <Self as MessageFabric>::schedule_posts(self, posts);
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn handle(&mut self, now: Time, event: Event) {
+        self.creator = self.creator_of(&event);
         self.prefetch_ahead();
         match event {
             Event::Transmitter { port, generation } => {
@@ -686,9 +1057,7 @@ impl Simulation {
             });
         }
         if !self.state.queue.is_empty() {
-            self.state
-                .queue
-                .schedule(now + interval, Event::SampleRates);
+            self.schedule_global(now + interval, Event::SampleRates);
         }
     }
 
@@ -715,9 +1084,7 @@ impl Simulation {
         };
         if now < since + wd.timeout {
             p.watchdog_pending = true;
-            self.state
-                .queue
-                .schedule(since + wd.timeout, Event::Watchdog { port: port.0 });
+            self.schedule(since + wd.timeout, Event::Watchdog { port: port.0 });
             return;
         }
         if p.queues[DATA].is_empty() {
@@ -740,11 +1107,27 @@ impl Simulation {
         self.try_transmit(port);
     }
 
+    /// Data packets in flight changed by `change` (a part of a split run logs it for its
+    /// coordinator, which alone sees them all).
+    fn count_in_flight(&mut self, change: i64) {
+        match &mut self.part {
+            None => {
+                self.packets_in_flight = self.packets_in_flight.wrapping_add_signed(change);
+                self.peak_packets_in_flight =
+                    self.peak_packets_in_flight.max(self.packets_in_flight);
+            }
+            Some(part) => {
+                let q = &self.state.queue;
+                part.in_flight.push((q.now(), q.now_tie(), change));
+            }
+        }
+    }
+
     /// Counts a data packet lost at `port`.
     fn drop_data(&mut self, port: PortId, pkt: Packet) {
         self.drops += 1;
         self.lost_payload += pkt.payload as u64;
-        self.packets_in_flight -= 1;
+        self.count_in_flight(-1);
         self.ports[port.index()].drops += 1;
     }
 
@@ -772,7 +1155,7 @@ impl Simulation {
     /// Arms `flow`'s retransmission timer for `at`.
     fn arm_timeout(&mut self, flow: u32, at: Time) {
         self.state.flows[flow as usize].timer_armed = true;
-        self.state.queue.schedule(at, Event::Timeout { flow });
+        self.schedule(at, Event::Timeout { flow });
     }
 
     /// Puts a flow with data to send back on its NIC's round-robin list.
@@ -802,9 +1185,7 @@ impl Simulation {
                 let rate = p.link.rate;
                 let at = now + Time(pause_duration(quanta, rate).ps() / 2);
                 p.pause_refresh_at = Some(at);
-                self.state
-                    .queue
-                    .schedule(at, Event::PauseRefresh { port: port.0 });
+                self.schedule(at, Event::PauseRefresh { port: port.0 });
             }
             let slot = self.frames.alloc(Frame::Pause { quanta });
             self.transmit(port, slot, roce::PFC_FRAME_WIRE_LEN as u32);
@@ -825,7 +1206,7 @@ impl Simulation {
                     p.generation += 1;
                     p.wake_at = t;
                     let generation = p.generation;
-                    self.state.queue.schedule(
+                    self.schedule(
                         t,
                         Event::Transmitter {
                             port: port.0,
@@ -857,20 +1238,36 @@ impl Simulation {
             p.tx_packets += 1;
         }
         let arrival = end + spec.delay;
-        let was_idle = p.wire.push(&mut self.frames, slot, arrival);
         let generation = p.generation;
-        self.state.queue.schedule(
+        self.schedule(
             end,
             Event::Transmitter {
                 port: port.0,
                 generation,
             },
         );
-        if was_idle {
-            self.state
-                .queue
-                .schedule(arrival, Event::Arrival { port: port.0 });
+        // Every frame has its own arrival event, created here, so that its tie is the
+        // sender's whichever thread handles the far end.
+        let tie = self.next_tie(self.creator);
+        if let Some(part) = &mut self.part {
+            let far = part.owner[spec.peer.index()];
+            if far != part.me {
+                let frame = self.frames.free(slot);
+                part.outbox[far as usize].push(Crossing::Frame {
+                    port: port.0,
+                    frame,
+                    arrival,
+                    tie,
+                });
+                return;
+            }
         }
+        self.ports[port.index()]
+            .wire
+            .push(&mut self.frames, slot, arrival);
+        self.state
+            .queue
+            .schedule_tied(arrival, tie, Event::Arrival { port: port.0 });
     }
 
     /// Whether data on this port is paused by the peer at `now`, settling paused time.
@@ -906,9 +1303,13 @@ impl Simulation {
                     if class == DATA {
                         if let Some(red) = &p.red {
                             let prob = red.probability(p.queued[DATA]);
-                            if prob > 0.0 && !pkt.ce && self.rng.gen::<f64>() < prob {
-                                pkt.ce = true;
-                                p.ecn_marks += 1;
+                            if prob > 0.0 && !pkt.ce {
+                                let u = marking_draw(self.cfg.seed, port.0, p.ecn_draws);
+                                p.ecn_draws += 1;
+                                if u < prob {
+                                    pkt.ce = true;
+                                    p.ecn_marks += 1;
+                                }
                             }
                         }
                     }
@@ -1033,8 +1434,7 @@ impl Simulation {
         }
         let arm = !flow.timer_armed;
         let dst = flow.msg.dst.0;
-        self.packets_in_flight += 1;
-        self.peak_packets_in_flight = self.peak_packets_in_flight.max(self.packets_in_flight);
+        self.count_in_flight(1);
         if arm {
             self.arm_timeout(f, now + self.cfg.rto());
         }
@@ -1058,13 +1458,8 @@ impl Simulation {
     fn arrive(&mut self, port: PortId) {
         let now = self.state.queue.now();
         let p = &mut self.ports[port.index()];
-        let (slot, next) = p.wire.pop(&mut self.frames);
+        let (slot, _) = p.wire.pop(&mut self.frames);
         let frame = *self.frames.get(slot);
-        if let Some(next) = next {
-            self.state
-                .queue
-                .schedule(next, Event::Arrival { port: port.0 });
-        }
         let to = p.link.peer;
         match frame {
             Frame::Pause { quanta } => {
@@ -1084,15 +1479,15 @@ impl Simulation {
                             now
                         };
                         let at = (since + wd.timeout).max(now);
-                        self.state
-                            .queue
-                            .schedule(at, Event::Watchdog { port: to.0 });
+                        self.schedule(at, Event::Watchdog { port: to.0 });
                     }
                     if !self.deadlock_check_pending {
                         self.deadlock_check_pending = true;
-                        self.state
-                            .queue
-                            .schedule(now + self.cfg.deadlock_check, Event::DeadlockCheck);
+                        let at = now + self.cfg.deadlock_check;
+                        match &mut self.part {
+                            None => self.schedule_global(at, Event::DeadlockCheck),
+                            Some(part) => part.check_at = Some(at),
+                        }
                     }
                 }
                 let q = &mut self.ports[to.index()];
@@ -1238,7 +1633,7 @@ impl Simulation {
         let fid = pkt.flow;
         match pkt.kind {
             Kind::Data => {
-                self.packets_in_flight -= 1;
+                self.count_in_flight(-1);
                 let cnp_interval = self.cfg.dcqcn.as_ref().map(|d| d.cnp_interval);
                 let ack_len = roce::ack_frame_len(self.cfg.ip) as u32;
                 let flow = &mut self.state.flows[fid as usize];
@@ -1336,7 +1731,7 @@ impl Simulation {
     /// it, the cycle is a deadlock and stops the run.
     fn check_deadlock(&mut self, now: Time) {
         self.deadlock_check_pending = false;
-        if let Some(cycle) = self.find_deadlock(now) {
+        if let Some(cycle) = Self::find_deadlock(&[self], now) {
             if self.cfg.watchdog.is_none() {
                 self.state.deadlock = Some(Deadlock { at: now, cycle });
                 return;
@@ -1348,40 +1743,59 @@ impl Simulation {
                 self.trips_at_last_cycle = self.watchdog_trips;
             }
         }
-        let any_paused = (self.ports.iter()).any(|p| p.paused_until > now && p.host.is_none());
-        if any_paused {
+        if Self::any_switch_paused(&[self], now) {
             self.deadlock_check_pending = true;
-            self.state
-                .queue
-                .schedule(now + self.cfg.deadlock_check, Event::DeadlockCheck);
+            self.schedule_global(now + self.cfg.deadlock_check, Event::DeadlockCheck);
         }
     }
 
+    /// The part of a split run (or the run itself) that holds `port`, among `parts`
+    /// (this run's parts in order, or this run alone).
+    fn holder<'a>(parts: &[&'a Simulation], port: usize) -> &'a Simulation {
+        match &parts[0].part {
+            Some(p) => parts[p.owner[port] as usize],
+            None => parts[0],
+        }
+    }
+
+    /// Whether any switch egress of the run made of `parts` is paused at `now`.
+    pub(crate) fn any_switch_paused(parts: &[&Simulation], now: Time) -> bool {
+        (0..parts[0].ports.len()).any(|i| {
+            let p = &Self::holder(parts, i).ports[i];
+            p.paused_until > now && p.host.is_none()
+        })
+    }
+
     /// A deadlock among paused switch-to-switch egresses holding data (see
-    /// [`WaitGraph::find_deadlock`]): each waits on its peer's ingress, which blocks it
-    /// while in XOFF; an ingress's bytes sit in the egresses its packets were queued at.
-    fn find_deadlock(&self, now: Time) -> Option<Vec<DeadlockHop>> {
-        let blocked = |p: &PortState| {
+    /// [`WaitGraph::find_deadlock`]) in the run made of `parts`: each waits on its peer's
+    /// ingress, which blocks it while in XOFF; an ingress's bytes sit in the egresses its
+    /// packets were queued at.
+    pub(crate) fn find_deadlock(parts: &[&Simulation], now: Time) -> Option<Vec<DeadlockHop>> {
+        let first = parts[0];
+        let n = first.ports.len();
+        let blocked = |i: usize| {
+            let p = &Self::holder(parts, i).ports[i];
             p.paused_until > now
                 && !p.queues[DATA].is_empty()
                 && p.host.is_none()
-                && self.ports[p.link.peer.index()].host.is_none()
+                && first.ports[p.link.peer.index()].host.is_none()
         };
-        let mut edges: Vec<(u32, u32)> = (self.ports.iter())
-            .filter(|p| blocked(p))
-            .map(|p| (p.link.node.0, self.ports[p.link.peer.index()].link.node.0))
+        let mut edges: Vec<(u32, u32)> = (0..n)
+            .filter(|&i| blocked(i))
+            .map(|i| {
+                let link = first.ports[i].link;
+                (link.node.0, first.ports[link.peer.index()].link.node.0)
+            })
             .collect();
         if !driver::has_cycle(&mut edges) {
             return None;
         }
-        let n = self.ports.len();
         let mut g = WaitGraph {
             waits_on: vec![None; n],
             holds: vec![Vec::new(); n],
-            occupancy: self
-                .ports
-                .iter()
-                .map(|q| {
+            occupancy: (0..n)
+                .map(|i| {
+                    let q = &Self::holder(parts, i).ports[i];
                     if q.xoff {
                         q.ingress + q.headroom_used
                     } else {
@@ -1390,10 +1804,12 @@ impl Simulation {
                 })
                 .collect(),
         };
-        for (i, p) in self.ports.iter().enumerate() {
-            if blocked(p) {
+        for i in 0..n {
+            if blocked(i) {
+                let s = Self::holder(parts, i);
+                let p = &s.ports[i];
                 g.waits_on[i] = Some(p.link.peer.index());
-                for pkt in self.frames.iter(&p.queues[DATA]).map(Frame::packet) {
+                for pkt in s.frames.iter(&p.queues[DATA]).map(Frame::packet) {
                     g.holds[i].push((pkt.in_port as usize, pkt.wire as u64));
                 }
             }
@@ -1402,7 +1818,7 @@ impl Simulation {
         Some(
             cycle
                 .into_iter()
-                .map(|e| deadlock_hop(&self.topo, PortId(e as u32)))
+                .map(|e| deadlock_hop(&first.topo, PortId(e as u32)))
                 .collect(),
         )
     }
@@ -1465,7 +1881,7 @@ impl Simulation {
 
     /// Everything measured, for the experiment layer.
     pub fn report(&self) -> RunReport {
-        let now = self.state.end_time();
+        let now = self.end_time();
         let flows = self.state.flow_results(|m| self.ideal_fct(m));
         let ports = self
             .ports
@@ -1486,8 +1902,10 @@ impl Simulation {
             })
             .collect();
         RunReport {
-            sim_time: self.state.sim_time(),
-            events: self.state.queue.popped(),
+            sim_time: (self.state.flows.iter())
+                .filter_map(|f| f.life.finish)
+                .fold(now, Time::max),
+            events: self.events(),
             flows,
             ports,
             drops: self.drops,
@@ -1553,5 +1971,33 @@ impl MessageFabric for Simulation {
         self.activate(flow, self.state.queue.now());
         let src = self.state.flows[flow as usize].msg.src;
         self.try_transmit(self.topo.host_port(src));
+    }
+
+    fn schedule_local_done(&mut self, at: Time, flow: u32) {
+        self.schedule(at, Event::LocalDone { flow });
+    }
+
+    /// A post's tie is its message's index, so that it is the same whichever event (and
+    /// whichever thread) released it.
+    fn schedule_posts(&mut self, posts: Vec<(Time, u32)>) {
+        let creator = (self.posts_creator() as u64) << SEQ_BITS;
+        for (t, flow) in posts {
+            if self.holds(self.state.flows[flow as usize].nic_port) {
+                self.state
+                    .queue
+                    .schedule_tied(t, creator | flow as u64, Event::Post { flow });
+            }
+        }
+    }
+
+    /// A part of a split run tells the others, which may send the dependents.
+    fn released(&mut self, flow: u32, at: Time) {
+        if let Some(part) = &mut self.part {
+            for (k, out) in part.outbox.iter_mut().enumerate() {
+                if k != part.me as usize {
+                    out.push(Crossing::Completed { flow, at });
+                }
+            }
+        }
     }
 }

@@ -1,0 +1,398 @@
+//! One RoCEv2 run split over threads: a conservative parallel engine.
+//!
+//! The topology is cut into parts along servers (each server's hosts together, servers
+//! in contiguous blocks, so a fat-tree splits along pods), each switch going with most
+//! of its already placed neighbours (ties dealt round the parts). Every part keeps the
+//! whole model but handles only the events of the ports it holds. Time advances in
+//! windows of the model's lookahead, on a grid from zero (see
+//! [`RunState::grid`](crate::driver::RunState)): whatever one part does to another
+//! happens at least a lookahead later (a frame crossing a cut link arrives a link delay
+//! plus a serialisation after it left; a completion posts a dependent in another server
+//! a NIC latency later), so within a window the parts run alone, and at its end they hand
+//! over frames and completions. The run-wide deadlock check runs between windows, on
+//! every part's ports, at its own time.
+//!
+//! Results are identical for any number of parts: events are ordered by (time, creator,
+//! the creator's sequence), which does not depend on the cut; the peak of packets in
+//! flight is found by merging the parts' changes in that order; and a run ends at the
+//! grid line after its last completion, as it does on one thread.
+
+use super::sim::{Crossing, Part, Simulation, SplitEnd};
+use super::RoceConfig;
+use crate::driver::grid_line_after;
+use crate::report::Deadlock;
+use crate::workload::Workload;
+use fabricsim_core::topology::{NodeKind, Topology};
+use fabricsim_core::units::{NodeId, Time};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Why a run cannot be split over threads, if it cannot: what needs the whole run's
+/// state at every event (capture order, rate samples, the watchdog's cycle records, the
+/// NIC message rate's slots), or a topology of one server.
+pub fn why_not_split(
+    cfg: &RoceConfig,
+    topo: &Topology,
+    workload: &Workload,
+) -> Option<&'static str> {
+    if cfg.record_rates {
+        Some("rates.csv samples every flow at once")
+    } else if cfg.watchdog.is_some() {
+        Some("the PFC watchdog's cycle records are run-wide")
+    } else if workload.message_interval.is_some() {
+        Some("a NIC message rate orders posts run-wide")
+    } else if topo.host_count() <= topo.gpus_per_node() {
+        Some("it has one server")
+    } else {
+        None
+    }
+}
+
+/// Each node's part, for `parts` parts: hosts by server in contiguous blocks of servers,
+/// then switches nearest the hosts first, each to the part most of its placed neighbours
+/// are in (ties dealt round the parts in switch order).
+pub fn cut(topo: &Topology, parts: usize) -> Vec<u16> {
+    let nodes = topo.nodes();
+    let hosts = topo.host_count() as usize;
+    let per_server = topo.gpus_per_node().max(1) as usize;
+    let servers = hosts.div_ceil(per_server);
+    let mut part: Vec<Option<u16>> = vec![None; nodes.len()];
+    for (n, kind) in nodes.iter().enumerate() {
+        if let NodeKind::Host(h) = kind {
+            let server = h.index() / per_server;
+            part[n] = Some((server * parts / servers) as u16);
+        }
+    }
+    let neighbours = |n: usize| {
+        topo.node_ports(NodeId(n as u32))
+            .iter()
+            .map(|&p| topo.port(topo.port(p).peer).node.index())
+    };
+    let mut dealt = 0usize;
+    loop {
+        // The switches next to a placed node, in order; placed together, as one tier.
+        let tier: Vec<usize> = (0..nodes.len())
+            .filter(|&n| part[n].is_none() && neighbours(n).any(|m| part[m].is_some()))
+            .collect();
+        if tier.is_empty() {
+            break;
+        }
+        let placed: Vec<(usize, u16)> = tier
+            .iter()
+            .map(|&n| {
+                let mut count = vec![0usize; parts];
+                for m in neighbours(n) {
+                    if let Some(k) = part[m] {
+                        count[k as usize] += 1;
+                    }
+                }
+                let most = *count.iter().max().expect("at least one part");
+                let tied: Vec<usize> = (0..parts).filter(|&k| count[k] == most).collect();
+                let k = if tied.len() == 1 {
+                    tied[0]
+                } else {
+                    dealt += 1;
+                    tied[(dealt - 1) % tied.len()]
+                };
+                (n, k as u16)
+            })
+            .collect();
+        for (n, k) in placed {
+            part[n] = Some(k);
+        }
+    }
+    part.into_iter().map(|k| k.unwrap_or(0)).collect()
+}
+
+/// A barrier that spins briefly, then yields: a window's end costs well under a
+/// microsecond when every thread has a core.
+struct SpinBarrier {
+    threads: usize,
+    arrived: AtomicUsize,
+    generation: AtomicUsize,
+}
+
+impl SpinBarrier {
+    fn new(threads: usize) -> Self {
+        SpinBarrier {
+            threads,
+            arrived: AtomicUsize::new(0),
+            generation: AtomicUsize::new(0),
+        }
+    }
+
+    fn wait(&self) {
+        let generation = self.generation.load(Ordering::Acquire);
+        if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.threads {
+            self.arrived.store(0, Ordering::Relaxed);
+            self.generation.fetch_add(1, Ordering::Release);
+            return;
+        }
+        let mut spins = 0u32;
+        while self.generation.load(Ordering::Acquire) == generation {
+            if spins < 2_000 {
+                std::hint::spin_loop();
+                spins += 1;
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// A part, locked for its thread's window or the coordinator's step.
+fn lock(m: &Mutex<Simulation>) -> MutexGuard<'_, Simulation> {
+    m.lock().expect("a part's thread panicked")
+}
+
+/// An inbox's crossings, leaving it empty.
+fn take(m: &Mutex<Vec<Crossing>>) -> Vec<Crossing> {
+    std::mem::take(&mut *m.lock().expect("a part's thread panicked"))
+}
+
+/// What the coordinator keeps between windows.
+struct Coordinator {
+    grid: Time,
+    stop_at: Option<Time>,
+    messages: usize,
+    check_interval: Time,
+    /// The pending deadlock check's time.
+    check_at: Option<Time>,
+    events_outside: u64,
+    last_global: Time,
+    in_flight: u64,
+    peak_in_flight: u64,
+    drain_until: Option<Time>,
+    deadlock: Option<Deadlock>,
+    stopped_by_time: bool,
+    finished: bool,
+}
+
+impl Coordinator {
+    /// The window step, with every part in hand: hands over what crossed (frames to the
+    /// receiving part's inbox, completions applied at once), merges the packets in
+    /// flight, notes the last completion, runs the deadlock check due at the window's
+    /// end, takes new check requests; then picks the next window's end, or finishes.
+    fn step(
+        &mut self,
+        parts: &mut [&mut Simulation],
+        inboxes: &mut [Vec<Crossing>],
+        window_end: Option<Time>,
+    ) -> Option<Time> {
+        let n = parts.len();
+        let mut changes: Vec<(Time, u64, i64)> = Vec::new();
+        for a in 0..n {
+            let part = parts[a].part_mut();
+            changes.append(&mut part.in_flight);
+            let outbox = std::mem::take(&mut part.outbox);
+            let mut emptied = Vec::with_capacity(n);
+            for (b, mut out) in outbox.into_iter().enumerate() {
+                for c in out.drain(..) {
+                    match c {
+                        Crossing::Frame { .. } => inboxes[b].push(c),
+                        Crossing::Completed { .. } => parts[b].accept_now(c),
+                    }
+                }
+                emptied.push(out);
+            }
+            parts[a].part_mut().outbox = emptied;
+        }
+        // Each part's changes are in event order; equal keys come from one event of one
+        // part, whose order the stable sort keeps.
+        changes.sort_by_key(|&(t, tie, _)| (t, tie));
+        for (_, _, change) in changes {
+            self.in_flight = self.in_flight.wrapping_add_signed(change);
+            self.peak_in_flight = self.peak_in_flight.max(self.in_flight);
+        }
+        if let Some(end) = window_end {
+            let last = Time(end.ps() - 1);
+            let completed: usize = parts.iter().map(|p| p.completed()).sum();
+            if self.drain_until.is_none() && completed == self.messages {
+                self.drain_until = Some(grid_line_after(last, self.grid));
+            }
+            if self.check_at == Some(last) {
+                self.check_at = None;
+                self.events_outside += 1;
+                self.last_global = last;
+                let view: Vec<&Simulation> = parts.iter().map(|p| &**p).collect();
+                if let Some(cycle) = Simulation::find_deadlock(&view, last) {
+                    self.deadlock = Some(Deadlock { at: last, cycle });
+                    self.finished = true;
+                    return None;
+                }
+                if Simulation::any_switch_paused(&view, last) {
+                    self.check_at = Some(last + self.check_interval);
+                }
+            }
+        }
+        if self.check_at.is_none() {
+            self.check_at = (parts.iter_mut())
+                .filter_map(|p| p.part_mut().check_at)
+                .min();
+        }
+        for p in parts.iter_mut() {
+            p.part_mut().check_at = None;
+            p.set_deadlock_check_pending(self.check_at.is_some());
+        }
+        // The next window: from the earliest pending event to the next grid line, the
+        // deadlock check, `stop_at` or the end of the drain, whichever is first.
+        let arrivals = inboxes.iter().flatten().filter_map(|c| match c {
+            Crossing::Frame { arrival, .. } => Some(*arrival),
+            Crossing::Completed { .. } => None,
+        });
+        let start = (parts.iter_mut())
+            .filter_map(|p| p.peek_time())
+            .chain(arrivals)
+            .chain(self.check_at)
+            .min();
+        let Some(start) = start else {
+            self.finished = true;
+            return None;
+        };
+        if let Some(d) = self.drain_until {
+            if start >= d && self.stop_at.is_none_or(|s| d.ps() - 1 < s.ps()) {
+                self.finished = true;
+                return None;
+            }
+        }
+        if let Some(stop) = self.stop_at {
+            if start > stop {
+                self.stopped_by_time = true;
+                self.finished = true;
+                return None;
+            }
+        }
+        let mut end = grid_line_after(start, self.grid);
+        if let Some(d) = self.drain_until {
+            end = end.min(d);
+        }
+        if let Some(c) = self.check_at {
+            end = end.min(Time(c.ps() + 1));
+        }
+        if let Some(stop) = self.stop_at {
+            end = end.min(Time(stop.ps() + 1));
+        }
+        Some(end)
+    }
+}
+
+/// Runs the scenario split into `threads` parts, one thread each, and returns the run
+/// merged into one, identical to the run on one thread. `progress` is called from time
+/// to time with the events so far and the simulated time.
+pub fn run(
+    cfg: RoceConfig,
+    topo: Topology,
+    workload: &Workload,
+    stop_at: Option<Time>,
+    threads: usize,
+    progress: &mut dyn FnMut(u64, Time),
+) -> Result<Simulation, String> {
+    let nodes = cut(&topo, threads);
+    let owner: Arc<[u16]> = topo.ports().iter().map(|p| nodes[p.node.index()]).collect();
+    let mut parts = Vec::with_capacity(threads);
+    for me in 0..threads {
+        let part = Part {
+            me: me as u16,
+            owner: owner.clone(),
+            outbox: vec![Vec::new(); threads],
+            in_flight: Vec::new(),
+            check_at: None,
+        };
+        parts.push(Simulation::new_part(
+            cfg.clone(),
+            topo.clone(),
+            workload,
+            part,
+        )?);
+    }
+    let mut coordinator = Coordinator {
+        grid: parts[0].lookahead(),
+        stop_at,
+        messages: parts[0].message_count(),
+        check_interval: parts[0].deadlock_check_interval(),
+        check_at: None,
+        events_outside: 0,
+        last_global: Time::ZERO,
+        in_flight: 0,
+        peak_in_flight: 0,
+        drain_until: None,
+        deadlock: None,
+        stopped_by_time: false,
+        finished: false,
+    };
+    let cells: Vec<Mutex<Simulation>> = parts.into_iter().map(Mutex::new).collect();
+    let inboxes: Vec<Mutex<Vec<Crossing>>> = (0..threads).map(|_| Mutex::default()).collect();
+    let barrier = SpinBarrier::new(threads);
+    let window_end = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    // The first window, from the parts' set-up events.
+    let first = {
+        let mut guards: Vec<_> = cells.iter().map(lock).collect();
+        let mut refs: Vec<&mut Simulation> = guards.iter_mut().map(|g| &mut **g).collect();
+        let mut boxes: Vec<Vec<Crossing>> = vec![Vec::new(); threads];
+        coordinator.step(&mut refs, &mut boxes, None)
+    };
+    if let Some(end) = first {
+        window_end.store(end.ps(), Ordering::Relaxed);
+        std::thread::scope(|scope| {
+            for k in 1..threads {
+                let (cells, inboxes, barrier) = (&cells, &inboxes, &barrier);
+                let (window_end, stop) = (&window_end, &stop);
+                scope.spawn(move || loop {
+                    barrier.wait();
+                    if stop.load(Ordering::Acquire) {
+                        break;
+                    }
+                    let end = Time(window_end.load(Ordering::Acquire));
+                    lock(&cells[k]).run_window(take(&inboxes[k]), end);
+                    barrier.wait();
+                });
+            }
+            let mut windows = 0u64;
+            loop {
+                barrier.wait();
+                if stop.load(Ordering::Acquire) {
+                    break;
+                }
+                let end = Time(window_end.load(Ordering::Acquire));
+                lock(&cells[0]).run_window(take(&inboxes[0]), end);
+                barrier.wait();
+                let mut guards: Vec<_> = cells.iter().map(lock).collect();
+                let mut refs: Vec<&mut Simulation> = guards.iter_mut().map(|g| &mut **g).collect();
+                let mut boxes: Vec<Vec<Crossing>> = inboxes.iter().map(take).collect();
+                let next = coordinator.step(&mut refs, &mut boxes, Some(end));
+                for (m, b) in inboxes.iter().zip(boxes) {
+                    *m.lock().expect("a part's thread panicked") = b;
+                }
+                windows += 1;
+                if windows.is_multiple_of(256) {
+                    let events: u64 = refs.iter().map(|p| p.popped()).sum();
+                    progress(events + coordinator.events_outside, end);
+                }
+                match next {
+                    Some(e) => window_end.store(e.ps(), Ordering::Release),
+                    None => stop.store(true, Ordering::Release),
+                }
+            }
+        });
+    }
+    let mut parts: Vec<Simulation> = cells
+        .into_iter()
+        .map(|m| m.into_inner().expect("a part's thread panicked"))
+        .collect();
+    let events: u64 = parts.iter().map(|p| p.popped()).sum::<u64>() + coordinator.events_outside;
+    let now = (parts.iter_mut().map(|p| p.now()))
+        .chain([coordinator.last_global])
+        .max()
+        .unwrap_or(Time::ZERO);
+    let end = SplitEnd {
+        events,
+        now,
+        in_flight: coordinator.in_flight,
+        peak_in_flight: coordinator.peak_in_flight,
+        stop_at,
+        stopped_by_time: coordinator.stopped_by_time,
+        deadlock: coordinator.deadlock,
+    };
+    Ok(Simulation::merge(parts, end))
+}
