@@ -85,7 +85,9 @@ enum Command {
         #[arg(long)]
         force: bool,
         /// Threads to use (default: every core): a training job's +1 us sensitivity run
-        /// goes beside its main run. Results are the same for any number.
+        /// goes beside its main run, and a RoCEv2 run at packet level is split over the
+        /// threads it has (unless it asks for rates.csv, a capture or the PFC watchdog, or
+        /// its first windows are too sparse to gain). Results are the same for any number.
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
         threads: Option<u32>,
     },
@@ -190,6 +192,14 @@ enum Command {
         /// The fabric of the flow-level benchmark.
         #[arg(long, value_enum, default_value = "infiniband")]
         fabric: BenchFabric,
+        /// Instead, the split-run benchmark: a RoCEv2 permutation of 2 MB per host on a
+        /// k-ary fat-tree of this k (examples/bench-permutation-k24.toml), on one thread
+        /// and on --threads, with the speed-up.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(4..=64))]
+        split_k: Option<u32>,
+        /// Threads for --split-k (default: every core).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(2..))]
+        threads: Option<u32>,
     },
 }
 
@@ -673,16 +683,21 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
             runs,
             flow_gpus,
             fabric,
+            split_k,
+            threads,
         } => {
-            let report = match flow_gpus {
-                Some(gpus) => bench::flow(
+            let cores = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
+            let threads = threads.map_or(cores, |t| t as usize);
+            let report = match (flow_gpus, split_k) {
+                (_, Some(k)) => bench::split(k, threads, runs)?,
+                (Some(gpus), None) => bench::flow(
                     gpus,
                     match fabric {
                         BenchFabric::Infiniband => FabricKind::Infiniband,
                         BenchFabric::Rocev2 => FabricKind::Rocev2,
                     },
                 )?,
-                None => bench::run(size.as_deref(), runs)?,
+                (None, None) => bench::run(size.as_deref(), runs)?,
             };
             out(&report)?;
             Ok(Completion::Complete)

@@ -8,6 +8,9 @@ use crate::scenario::{FabricKind, Scenario};
 use fabricsim_fabric::infiniband::Simulation;
 use std::fmt::Write as _;
 
+/// The split-run scenario (examples/bench-permutation-k24.toml).
+const SPLIT_SCENARIO: &str = include_str!("../../../examples/bench-permutation-k24.toml");
+
 /// The flow-level scale scenario (examples/flow-training-16k.toml).
 const FLOW_SCENARIO: &str = include_str!("../../../examples/flow-training-16k.toml");
 
@@ -101,6 +104,63 @@ pub fn run(size: Option<&str>, runs: u32) -> Result<String, String> {
         extra_packets,
         Simulation::bytes_per_packet_in_flight(),
     );
+    Ok(s)
+}
+
+/// The split-run benchmark: examples/bench-permutation-k24.toml (a RoCEv2 permutation of
+/// 2 MB per host) on a k-ary fat-tree, on one thread and split over `threads`,
+/// interleaved `runs` times: median wall times, events/s, the speed-up, and whether the
+/// two gave the same results (they must).
+pub fn split(k: u32, threads: usize, runs: u32) -> Result<String, String> {
+    let text = SPLIT_SCENARIO.replace("k = 24", &format!("k = {k}"));
+    let scenario = Scenario::parse(&text, "bench-permutation").map_err(|e| e.to_string())?;
+    let (mut one, mut many) = (Vec::new(), Vec::new());
+    let mut reports = Vec::new();
+    for _ in 0..runs {
+        for (n, walls) in [(1, &mut one), (threads, &mut many)] {
+            let o = runner::run_threaded(&scenario, None, true, n, runner::Trial::Always)?;
+            walls.push(o.wall_seconds);
+            reports.push(o.report);
+        }
+    }
+    let identical = reports.windows(2).all(|w| w[0] == w[1]);
+    for walls in [&mut one, &mut many] {
+        walls.sort_by(f64::total_cmp);
+    }
+    let (a, b) = (one[one.len() / 2], many[many.len() / 2]);
+    let r = &reports[0];
+    let mut s = String::new();
+    let _ = writeln!(s, "scenario            {} (k={k}, RoCEv2)", scenario.name);
+    let _ = writeln!(s, "hosts               {}", k * k * k / 4);
+    let _ = writeln!(s, "events              {}", r.events);
+    let _ = writeln!(s, "peak_packets_in_flight {}", r.peak_packets_in_flight);
+    let _ = writeln!(s, "runs                {runs} (interleaved)");
+    let _ = writeln!(s, "threads             {threads}");
+    let _ = writeln!(
+        s,
+        "wall_seconds_1      {a:.3} (range {:.3} {:.3})",
+        one[0],
+        one[one.len() - 1]
+    );
+    let _ = writeln!(
+        s,
+        "wall_seconds_{threads:<6} {b:.3} (range {:.3} {:.3})",
+        many[0],
+        many[many.len() - 1]
+    );
+    let _ = writeln!(s, "events_per_second_1 {:.0}", r.events as f64 / a);
+    let _ = writeln!(
+        s,
+        "events_per_second_{threads:<2} {:.0}",
+        r.events as f64 / b
+    );
+    let _ = writeln!(s, "speedup             {:.2}", a / b);
+    let _ = writeln!(s, "identical_results   {identical}");
+    if !identical {
+        return Err(format!(
+            "{s}the split runs' results differ from one thread's: a model bug"
+        ));
+    }
     Ok(s)
 }
 

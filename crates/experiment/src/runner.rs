@@ -11,6 +11,7 @@ use fabricsim_core::units::Time;
 use fabricsim_fabric::flow::{self, FlowConfig, FlowRouting, FlowWire};
 use fabricsim_fabric::infiniband::{self, CaptureFilter, Captured};
 use fabricsim_fabric::report::RunReport;
+pub use fabricsim_fabric::rocev2::parallel::Trial;
 use fabricsim_fabric::rocev2::{self, CapturedFrame, RateSample};
 use fabricsim_fabric::workload::datapath::{self, PathedMessage};
 use fabricsim_fabric::workload::{build, build_with, Collective, Traffic, Training};
@@ -39,6 +40,8 @@ pub struct Outcome {
     pub flow_level: bool,
     /// At flow level, where the result leaves the range calibrated against packet level.
     pub flow_notes: Vec<String>,
+    /// The threads the run was split over (1: it ran on one).
+    pub threads: usize,
 }
 
 /// Captured packets, as each fabric records them.
@@ -113,17 +116,20 @@ pub fn run(
     capture: Option<CaptureFilter>,
     progress: bool,
 ) -> Result<Outcome, String> {
-    run_threaded(scenario, capture, progress, 1)
+    run_threaded(scenario, capture, progress, 1, Trial::GiveUpIfSparse)
 }
 
 /// As [`run`], on up to `threads` threads: a RoCEv2 run at packet level is split over
-/// them (see [`rocev2::parallel`]) unless it asks for what only one thread can give
-/// (said on standard error when `progress`). The results are the same for any `threads`.
+/// them (see [`rocev2::parallel`]) unless it asks for what only one thread can give, or
+/// (with [`Trial::GiveUpIfSparse`]) its first windows show too few events to gain from
+/// threads; why is said on standard error when `progress`. The results are the same for
+/// any `threads`.
 pub fn run_threaded(
     scenario: &Scenario,
     capture: Option<CaptureFilter>,
     progress: bool,
     threads: usize,
+    trial: Trial,
 ) -> Result<Outcome, String> {
     let (flow_level, why) = scenario.runs_at_flow_level();
     if let (Some(why), true) = (why, progress) {
@@ -144,8 +150,8 @@ pub fn run_threaded(
         datapath::apply(&mut workload, h, topo.host_count(), scenario.gpus_per_node);
     }
     let (mut probe, mut probed) = (0, 1);
-    // The wall time of a run already finished (split over threads).
-    let mut finished = None;
+    // The wall time of a run already finished (split over threads), and their number.
+    let (mut finished, mut split_over) = (None, 1);
     let mut sim = match scenario.fabric {
         _ if flow_level => {
             let mut cfg = flow_config(scenario);
@@ -187,21 +193,29 @@ pub fn run_threaded(
             if let (Some(why), true) = (split.filter(|_| threads > 1), progress) {
                 eprintln!("fabricsim: this run goes on one thread: {why}");
             }
-            if threads > 1 && split.is_none() {
-                let started = Instant::now();
-                let mut bar = Bar::new(progress, "RoCEv2");
-                let roce = rocev2::parallel::run(
-                    cfg,
-                    topo,
+            let started = Instant::now();
+            let mut bar = Bar::new(progress, "RoCEv2");
+            let roce = match split {
+                None if threads > 1 => rocev2::parallel::run(
+                    cfg.clone(),
+                    topo.clone(),
                     &workload,
                     scenario.stop_at,
                     threads,
+                    trial,
                     &mut |events, now| bar.update(events, now),
-                )?;
-                bar.finish();
+                )?,
+                _ => None,
+            };
+            bar.finish();
+            if let Some(roce) = roce {
                 finished = Some(started.elapsed().as_secs_f64());
+                split_over = threads;
                 Model::Roce(Box::new(roce))
             } else {
+                if threads > 1 && split.is_none() && progress {
+                    eprintln!("fabricsim: this run goes on one thread: fewer than {} events per window of its lookahead, too few to gain from threads", rocev2::parallel::MIN_EVENTS_PER_WINDOW);
+                }
                 let mut roce = rocev2::Simulation::new(cfg, topo, &workload, scenario.stop_at)?;
                 if let Some(f) = capture {
                     roce.capture(f);
@@ -230,6 +244,7 @@ pub fn run_threaded(
             data_paths: workload.data_paths,
             flow_level: false,
             flow_notes: Vec::new(),
+            threads: split_over,
         },
         Model::Roce(s) => Outcome {
             report: s.report(),
@@ -241,6 +256,7 @@ pub fn run_threaded(
             data_paths: workload.data_paths,
             flow_level: false,
             flow_notes: Vec::new(),
+            threads: split_over,
         },
         Model::Flow(s) => Outcome {
             report: s.report(),
@@ -255,6 +271,7 @@ pub fn run_threaded(
             data_paths: workload.data_paths,
             flow_level: true,
             flow_notes: flow_notes(&s, probe, probed),
+            threads: split_over,
         },
     })
 }
@@ -536,7 +553,7 @@ pub fn run_all(
 ) -> Vec<Result<Outcome, String>> {
     let each = (threads / runs.len().max(1)).max(1);
     parallel_map(runs, threads, |(s, capture)| {
-        run_threaded(s, capture.clone(), true, each)
+        run_threaded(s, capture.clone(), true, each, Trial::GiveUpIfSparse)
     })
 }
 

@@ -276,17 +276,44 @@ impl Coordinator {
     }
 }
 
+/// Windows a split run looks at before judging whether splitting pays.
+const TRIAL_WINDOWS: u64 = 1024;
+
+/// How long (wall time) a split run may still give up: what it has done is lost when it
+/// does, so this bounds the loss.
+const TRIAL_WALL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Fewest events per window, on average over the trial, for a split run to go on: each
+/// window costs two barriers and the coordinator's step, a few microseconds here. On this
+/// 2-core machine a 2 MB permutation on a k=8 fat-tree (61 events a window) ran 0.10 s on
+/// one thread and 0.06-0.09 s on two; a ring all-reduce over 128 GPUs in 16 servers (22)
+/// 8.3 s and 11.2 s; a 127:1 incast (6) 0.08 s and 0.20 s (BENCHMARKS.md).
+pub const MIN_EVENTS_PER_WINDOW: u64 = 40;
+
+/// How a split run decides whether to go on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trial {
+    /// Split whatever the run's density.
+    Always,
+    /// Give up if, from [`TRIAL_WINDOWS`] windows on and within [`TRIAL_WALL`], the
+    /// windows so far held fewer than [`MIN_EVENTS_PER_WINDOW`] events each on average
+    /// (the caller then runs it on one thread; the results are the same).
+    GiveUpIfSparse,
+}
+
 /// Runs the scenario split into `threads` parts, one thread each, and returns the run
-/// merged into one, identical to the run on one thread. `progress` is called from time
-/// to time with the events so far and the simulated time.
+/// merged into one, identical to the run on one thread; `None` if `trial` gave up.
+/// `progress` is called from time to time with the events so far and the simulated
+/// time.
 pub fn run(
     cfg: RoceConfig,
     topo: Topology,
     workload: &Workload,
     stop_at: Option<Time>,
     threads: usize,
+    trial: Trial,
     progress: &mut dyn FnMut(u64, Time),
-) -> Result<Simulation, String> {
+) -> Result<Option<Simulation>, String> {
     let nodes = cut(&topo, threads);
     let owner: Arc<[u16]> = topo.ports().iter().map(|p| nodes[p.node.index()]).collect();
     let mut parts = Vec::with_capacity(threads);
@@ -325,6 +352,7 @@ pub fn run(
     let barrier = SpinBarrier::new(threads);
     let window_end = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
+    let mut gave_up = false;
     // The first window, from the parts' set-up events.
     let first = {
         let mut guards: Vec<_> = cells.iter().map(lock).collect();
@@ -349,6 +377,7 @@ pub fn run(
                 });
             }
             let mut windows = 0u64;
+            let started = std::time::Instant::now();
             loop {
                 barrier.wait();
                 if stop.load(Ordering::Acquire) {
@@ -368,13 +397,23 @@ pub fn run(
                 if windows.is_multiple_of(256) {
                     let events: u64 = refs.iter().map(|p| p.popped()).sum();
                     progress(events + coordinator.events_outside, end);
+                    if trial == Trial::GiveUpIfSparse
+                        && windows >= TRIAL_WINDOWS
+                        && started.elapsed() < TRIAL_WALL
+                        && events < MIN_EVENTS_PER_WINDOW * windows
+                    {
+                        gave_up = true;
+                    }
                 }
                 match next {
-                    Some(e) => window_end.store(e.ps(), Ordering::Release),
-                    None => stop.store(true, Ordering::Release),
+                    Some(e) if !gave_up => window_end.store(e.ps(), Ordering::Release),
+                    _ => stop.store(true, Ordering::Release),
                 }
             }
         });
+    }
+    if gave_up {
+        return Ok(None);
     }
     let mut parts: Vec<Simulation> = cells
         .into_iter()
@@ -394,5 +433,5 @@ pub fn run(
         stopped_by_time: coordinator.stopped_by_time,
         deadlock: coordinator.deadlock,
     };
-    Ok(Simulation::merge(parts, end))
+    Ok(Some(Simulation::merge(parts, end)))
 }
