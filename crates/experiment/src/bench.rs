@@ -115,11 +115,12 @@ pub fn split(k: u32, threads: usize, runs: u32) -> Result<String, String> {
     let text = SPLIT_SCENARIO.replace("k = 24", &format!("k = {k}"));
     let scenario = Scenario::parse(&text, "bench-permutation").map_err(|e| e.to_string())?;
     let (mut one, mut many) = (Vec::new(), Vec::new());
-    let mut reports = Vec::new();
+    let (mut reports, mut windows) = (Vec::new(), 0);
     for _ in 0..runs {
         for (n, walls) in [(1, &mut one), (threads, &mut many)] {
             let o = runner::run_threaded(&scenario, None, true, n, runner::Trial::Always)?;
             walls.push(o.wall_seconds);
+            windows = windows.max(o.windows);
             reports.push(o.report);
         }
     }
@@ -155,6 +156,16 @@ pub fn split(k: u32, threads: usize, runs: u32) -> Result<String, String> {
         r.events as f64 / b
     );
     let _ = writeln!(s, "speedup             {:.2}", a / b);
+    let _ = writeln!(
+        s,
+        "windows             {windows} ({:.0} events each)",
+        r.events as f64 / windows.max(1) as f64
+    );
+    let _ = writeln!(
+        s,
+        "overhead_per_window_us {:.2} (split wall time beyond one thread's over {threads}, per window: synchronisation and imbalance)",
+        (b - a / threads as f64).max(0.0) * 1e6 / windows.max(1) as f64
+    );
     let _ = writeln!(s, "identical_results   {identical}");
     if !identical {
         return Err(format!(

@@ -42,6 +42,8 @@ pub struct Outcome {
     pub flow_notes: Vec<String>,
     /// The threads the run was split over (1: it ran on one).
     pub threads: usize,
+    /// The windows of a split run (0 on one thread).
+    pub windows: u64,
 }
 
 /// Captured packets, as each fabric records them.
@@ -245,6 +247,7 @@ pub fn run_threaded(
             flow_level: false,
             flow_notes: Vec::new(),
             threads: split_over,
+            windows: 0,
         },
         Model::Roce(s) => Outcome {
             report: s.report(),
@@ -257,6 +260,7 @@ pub fn run_threaded(
             flow_level: false,
             flow_notes: Vec::new(),
             threads: split_over,
+            windows: s.windows(),
         },
         Model::Flow(s) => Outcome {
             report: s.report(),
@@ -272,6 +276,7 @@ pub fn run_threaded(
             flow_level: true,
             flow_notes: flow_notes(&s, probe, probed),
             threads: split_over,
+            windows: 0,
         },
     })
 }

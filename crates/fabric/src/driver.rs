@@ -11,9 +11,10 @@ use fabricsim_core::topology::{NodeKind, Nvlink, Port, Routes, Topology};
 use fabricsim_core::units::{HostId, PortId, Time};
 
 /// The frames in flight on one link, in arrival order: a FIFO of slots in the fabric's
-/// frame pool, each stamped with its arrival time. The link keeps one pending arrival
-/// event, for its head: [`push`](Wire::push) says when to schedule it, and
-/// [`pop`](Wire::pop) says when the next one is due.
+/// frame pool, each stamped with its arrival time. A fabric may keep one pending arrival
+/// event per link, for its head ([`push`](Wire::push) says when to schedule it, and
+/// [`pop`](Wire::pop) when the next one is due; InfiniBand does), or one per frame
+/// (RoCEv2, whose events' order must not depend on which thread handles the far end).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Wire {
     frames: Fifo,

@@ -2,7 +2,9 @@
 //!
 //! Architecture invariants:
 //! - As for InfiniBand, every directed port owns its transmitter and link FIFO, with at
-//!   most one pending transmitter event and one pending arrival event.
+//!   most one pending transmitter event; every frame on a link has its own arrival event,
+//!   created by its sender, so that same-time events keep one order however a run is
+//!   split over threads (`parallel`).
 //! - Switches are output-queued over a shared buffer accounted per ingress port (reserve,
 //!   shared pool under a dynamic threshold, PFC headroom). A data packet the ingress cannot
 //!   admit is dropped and counted; control packets (ACK, NAK, CNP) travel in a strict

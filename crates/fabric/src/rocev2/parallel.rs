@@ -353,6 +353,7 @@ pub fn run(
     let window_end = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
     let mut gave_up = false;
+    let mut windows = 0u64;
     // The first window, from the parts' set-up events.
     let first = {
         let mut guards: Vec<_> = cells.iter().map(lock).collect();
@@ -376,7 +377,6 @@ pub fn run(
                     barrier.wait();
                 });
             }
-            let mut windows = 0u64;
             let started = std::time::Instant::now();
             loop {
                 barrier.wait();
@@ -426,6 +426,7 @@ pub fn run(
         .unwrap_or(Time::ZERO);
     let end = SplitEnd {
         events,
+        windows,
         now,
         in_flight: coordinator.in_flight,
         peak_in_flight: coordinator.peak_in_flight,

@@ -329,6 +329,8 @@ pub(crate) enum Crossing {
 #[derive(Clone, Debug)]
 pub(crate) struct SplitEnd {
     pub events: u64,
+    /// Windows run.
+    pub windows: u64,
     /// The time of the run's last event.
     pub now: Time,
     pub in_flight: u64,
@@ -383,6 +385,8 @@ pub struct Simulation {
     lookahead: Time,
     /// A split run's events and end, once its parts are merged back into one.
     merged_end: Option<(u64, Time)>,
+    /// A split run's windows, once merged (0 for a run on one thread).
+    windows: u64,
     drops: u64,
     lost_payload: u64,
     retransmitted: u64,
@@ -543,6 +547,7 @@ impl Simulation {
             part,
             lookahead: grid,
             merged_end: None,
+            windows: 0,
             drops: 0,
             lost_payload: 0,
             retransmitted: 0,
@@ -766,6 +771,11 @@ impl Simulation {
         }
     }
 
+    /// The windows a split run took (0 for a run on one thread).
+    pub fn windows(&self) -> u64 {
+        self.windows
+    }
+
     /// Where the run's clock stands: `stop_at` if the run was stopped there, else its
     /// last event.
     fn end_time(&self) -> Time {
@@ -810,6 +820,7 @@ impl Simulation {
         merged.state.stopped_by_time = end.stopped_by_time;
         merged.state.deadlock = end.deadlock;
         merged.merged_end = Some((end.events, end.now));
+        merged.windows = end.windows;
         merged
     }
 
@@ -843,6 +854,7 @@ impl Simulation {
             part: None,
             lookahead: self.lookahead,
             merged_end: None,
+            windows: 0,
             drops: 0,
             lost_payload: 0,
             retransmitted: 0,
