@@ -1,6 +1,7 @@
 //! A RoCEv2 run split over threads (`rocev2::parallel`) gives exactly the results of the
 //! same run on one thread, whatever the number of threads: flows, ports, counters, the
-//! peak of packets in flight, the events, a deadlock and where a stopped run stopped.
+//! peak of packets in flight, the events, a deadlock, where a stopped run stopped, and
+//! the rate cuts and samples of rates.csv.
 
 mod common;
 
@@ -30,6 +31,7 @@ fn same_on(s: &Scenario, threads: &[usize]) -> RunReport {
         let split = runner::run_threaded(s, None, false, n, Trial::Always).expect("runs");
         assert_eq!(split.threads, n, "{} was split over {n} threads", s.name);
         assert_eq!(split.report, one.report, "{} on {n} threads", s.name);
+        assert_eq!(split.rates, one.rates, "{}'s rates on {n} threads", s.name);
     }
     one.report
 }
@@ -41,6 +43,9 @@ fn a_fat_tree_with_ecn_marks_and_pfc_is_the_same_on_any_number_of_threads() {
     let s = scenario(
         "seed = 3\n[fabric]\nkind = \"rocev2\"\n[fabric.rocev2]\ncongestion_control = \"dcqcn\"\nswitch_buffer = \"1MiB\"\necn = { kmin = \"20KiB\", kmax = \"80KiB\", pmax = 0.2 }\n[topology]\nkind = \"fat-tree\"\nk = 4\n[[traffic]]\nkind = \"incast\"\nsenders = [4, 8, 12, 13, 9]\ndst = 0\nsize = \"2MiB\"\n[[traffic]]\nkind = \"permutation\"\nsize = \"512KiB\"\n",
     );
+    let mut s = s;
+    s.roce.record_rates = true;
+    s.roce.rate_sample = Time::from_us(5);
     let r = same_on(&s, &[2, 3, 4]);
     assert!(
         r.congestion_marks > 0 && r.pfc_pause_frames > 0,
@@ -55,6 +60,14 @@ fn a_fat_tree_with_ecn_marks_and_pfc_is_the_same_on_any_number_of_threads() {
 fn an_incast_on_one_switch_with_pfc_is_the_same_on_two_threads() {
     let r = same_on(&example_on_roce("rocev2-incast-pfc.toml"), &[2, 3]);
     assert!(r.pfc_pause_frames > 0);
+}
+
+#[test]
+fn dcqcn_rate_cuts_and_samples_are_the_same_on_two_threads() {
+    let mut s = example_on_roce("rocev2-dcqcn.toml");
+    s.roce.record_rates = true;
+    s.stop_at = Some(Time::from_us(600));
+    same_on(&s, &[2, 3]);
 }
 
 #[test]

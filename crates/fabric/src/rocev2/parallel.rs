@@ -18,6 +18,7 @@
 //! grid line after its last completion, as it does on one thread.
 
 use super::sim::{Crossing, Part, Simulation, SplitEnd};
+use super::RateSample;
 use super::RoceConfig;
 use crate::driver::grid_line_after;
 use crate::report::Deadlock;
@@ -28,16 +29,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Why a run cannot be split over threads, if it cannot: what needs the whole run's
-/// state at every event (capture order, rate samples, the watchdog's cycle records, the
-/// NIC message rate's slots), or a topology of one server.
+/// state at every event (the watchdog's cycle records, the NIC message rate's slots), or
+/// a topology of one server.
 pub fn why_not_split(
     cfg: &RoceConfig,
     topo: &Topology,
     workload: &Workload,
 ) -> Option<&'static str> {
-    if cfg.record_rates {
-        Some("rates.csv samples every flow at once")
-    } else if cfg.watchdog.is_some() {
+    if cfg.watchdog.is_some() {
         Some("the PFC watchdog's cycle records are run-wide")
     } else if workload.message_interval.is_some() {
         Some("a NIC message rate orders posts run-wide")
@@ -158,6 +157,15 @@ struct Coordinator {
     check_interval: Time,
     /// The pending deadlock check's time.
     check_at: Option<Time>,
+    /// The rate-sampling interval (rates recorded), and the next sample's time.
+    sampling: Option<Time>,
+    sample_at: Option<Time>,
+    /// Which of the check and the sample, when both fall at one time, was scheduled
+    /// first (and so runs first): their sequence numbers as one thread gives them.
+    check_seq: u64,
+    sample_seq: u64,
+    next_seq: u64,
+    samples: Vec<RateSample>,
     events_outside: u64,
     last_global: Time,
     in_flight: u64,
@@ -210,29 +218,39 @@ impl Coordinator {
             if self.drain_until.is_none() && completed == self.messages {
                 self.drain_until = Some(grid_line_after(last, self.grid));
             }
-            if self.check_at == Some(last) {
-                self.check_at = None;
-                self.events_outside += 1;
-                self.last_global = last;
-                let view: Vec<&Simulation> = parts.iter().map(|p| &**p).collect();
-                if let Some(cycle) = Simulation::find_deadlock(&view, last) {
-                    self.deadlock = Some(Deadlock { at: last, cycle });
-                    self.finished = true;
-                    return None;
-                }
-                if Simulation::any_switch_paused(&view, last) {
-                    self.check_at = Some(last + self.check_interval);
+            // A check asked for in the window (only while none was pending) was
+            // scheduled by an event before the run-wide ones due at its end.
+            if self.check_at.is_none() {
+                self.check_at = (parts.iter_mut())
+                    .filter_map(|p| p.part_mut().check_at)
+                    .min();
+                if self.check_at.is_some() {
+                    self.check_seq = self.take_seq();
                 }
             }
-        }
-        if self.check_at.is_none() {
-            self.check_at = (parts.iter_mut())
-                .filter_map(|p| p.part_mut().check_at)
-                .min();
+            // The run-wide events due at the window's end, in the order they were
+            // scheduled.
+            let check_due = self.check_at == Some(last);
+            let sample_due = self.sample_at == Some(last);
+            let sample_first = sample_due && (!check_due || self.sample_seq < self.check_seq);
+            if sample_first {
+                self.run_sample(parts, inboxes, last);
+            }
+            if check_due && self.run_check(parts, last) {
+                return None;
+            }
+            if sample_due && !sample_first {
+                self.run_sample(parts, inboxes, last);
+            }
         }
         for p in parts.iter_mut() {
             p.part_mut().check_at = None;
             p.set_deadlock_check_pending(self.check_at.is_some());
+        }
+        if let (None, Some(interval)) = (window_end, self.sampling) {
+            // The first sample, scheduled before the run as on one thread.
+            self.sample_at = (self.messages > 0).then_some(interval);
+            self.sample_seq = self.take_seq();
         }
         // The next window: from the earliest pending event to the next grid line, the
         // deadlock check, `stop_at` or the end of the drain, whichever is first.
@@ -244,6 +262,7 @@ impl Coordinator {
             .filter_map(|p| p.peek_time())
             .chain(arrivals)
             .chain(self.check_at)
+            .chain(self.sample_at)
             .min();
         let Some(start) = start else {
             self.finished = true;
@@ -266,8 +285,8 @@ impl Coordinator {
         if let Some(d) = self.drain_until {
             end = end.min(d);
         }
-        if let Some(c) = self.check_at {
-            end = end.min(Time(c.ps() + 1));
+        for t in [self.check_at, self.sample_at].into_iter().flatten() {
+            end = end.min(Time(t.ps() + 1));
         }
         if let Some(stop) = self.stop_at {
             end = end.min(Time(stop.ps() + 1));
@@ -301,6 +320,56 @@ pub enum Trial {
     GiveUpIfSparse,
 }
 
+impl Coordinator {
+    /// The next sequence number of a run-wide event.
+    fn take_seq(&mut self) -> u64 {
+        self.next_seq += 1;
+        self.next_seq
+    }
+
+    /// The deadlock check at `now` over every part; true if it found a deadlock (the run
+    /// stops). It re-arms while any switch egress is paused.
+    fn run_check(&mut self, parts: &mut [&mut Simulation], now: Time) -> bool {
+        self.check_at = None;
+        self.events_outside += 1;
+        self.last_global = now;
+        let view: Vec<&Simulation> = parts.iter().map(|p| &**p).collect();
+        if let Some(cycle) = Simulation::find_deadlock(&view, now) {
+            self.deadlock = Some(Deadlock { at: now, cycle });
+            self.finished = true;
+            return true;
+        }
+        if Simulation::any_switch_paused(&view, now) {
+            self.check_at = Some(now + self.check_interval);
+            self.check_seq = self.take_seq();
+        }
+        false
+    }
+
+    /// The periodic rate sample at `now`: every part's messages on their NICs, in flow
+    /// order. It re-arms while anything else is pending, as on one thread.
+    fn run_sample(&mut self, parts: &mut [&mut Simulation], inboxes: &[Vec<Crossing>], now: Time) {
+        self.sample_at = None;
+        self.events_outside += 1;
+        self.last_global = now;
+        let mut taken = Vec::new();
+        for p in parts.iter_mut() {
+            let from = p.rate_records();
+            p.sample_on_nic(now);
+            taken.extend(p.take_samples(from));
+        }
+        taken.sort_by_key(|r| r.flow);
+        self.samples.extend(taken);
+        let pending = self.check_at.is_some()
+            || inboxes.iter().any(|b| !b.is_empty())
+            || parts.iter_mut().any(|p| p.peek_time().is_some());
+        if pending {
+            self.sample_at = Some(now + self.sampling.expect("sampling"));
+            self.sample_seq = self.take_seq();
+        }
+    }
+}
+
 /// Runs the scenario split into `threads` parts, one thread each, and returns the run
 /// merged into one, identical to the run on one thread; `None` if `trial` gave up.
 /// `progress` is called from time to time with the events so far and the simulated
@@ -324,6 +393,7 @@ pub fn run(
             outbox: vec![Vec::new(); threads],
             in_flight: Vec::new(),
             check_at: None,
+            rate_ties: Vec::new(),
         };
         parts.push(Simulation::new_part(
             cfg.clone(),
@@ -338,6 +408,12 @@ pub fn run(
         messages: parts[0].message_count(),
         check_interval: parts[0].deadlock_check_interval(),
         check_at: None,
+        sampling: parts[0].rate_sampling(),
+        sample_at: None,
+        check_seq: 0,
+        sample_seq: 0,
+        next_seq: 0,
+        samples: Vec::new(),
         events_outside: 0,
         last_global: Time::ZERO,
         in_flight: 0,
@@ -433,6 +509,7 @@ pub fn run(
         stop_at,
         stopped_by_time: coordinator.stopped_by_time,
         deadlock: coordinator.deadlock,
+        samples: coordinator.samples,
     };
     Ok(Some(Simulation::merge(parts, end)))
 }

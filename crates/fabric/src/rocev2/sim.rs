@@ -338,6 +338,8 @@ pub(crate) struct SplitEnd {
     pub stop_at: Option<Time>,
     pub stopped_by_time: bool,
     pub deadlock: Option<Deadlock>,
+    /// The periodic rate samples, in time and then flow order.
+    pub samples: Vec<RateSample>,
 }
 
 /// This run's share when it is split over threads (see `super::parallel`): the ports it
@@ -354,6 +356,8 @@ pub(crate) struct Part {
     pub in_flight: Vec<(Time, u64, i64)>,
     /// The deadlock check a PAUSE arriving here asked for in this window.
     pub check_at: Option<Time>,
+    /// The tie of the event behind each of this part's rate cuts (`rates` holds them).
+    pub rate_ties: Vec<u64>,
 }
 
 /// A running RoCEv2 fabric.
@@ -586,7 +590,7 @@ impl Simulation {
                 );
             }
         }
-        if sim.cfg.record_rates && !messages.is_empty() {
+        if sim.cfg.record_rates && !messages.is_empty() && sim.part.is_none() {
             sim.schedule_global(sim.cfg.rate_sample, Event::SampleRates);
         }
         <Simulation as MessageFabric>::schedule_posts(&mut sim, initial);
@@ -814,6 +818,17 @@ impl Simulation {
             merged.timeouts += p.timeouts;
             merged.state.lifecycle.completed += p.state.lifecycle.completed;
         }
+        // Rate records in the order one thread makes them: by time, a time's cuts in the
+        // order of their events, then that time's periodic samples (a run-wide event,
+        // last at its time) in flow order.
+        let mut rates: Vec<(Time, u64, RateSample)> = Vec::new();
+        for p in &parts {
+            let ties = &p.part.as_ref().expect("a part").rate_ties;
+            rates.extend(p.rates.iter().zip(ties).map(|(r, &t)| (r.time, t, *r)));
+        }
+        rates.extend(end.samples.iter().map(|r| (r.time, u64::MAX, *r)));
+        rates.sort_by_key(|&(t, tie, _)| (t, tie));
+        merged.rates = rates.into_iter().map(|(.., r)| r).collect();
         merged.peak_packets_in_flight = end.peak_in_flight;
         merged.packets_in_flight = end.in_flight;
         merged.state.stop_at = end.stop_at;
@@ -903,6 +918,22 @@ impl Simulation {
     /// The deadlock check's interval.
     pub(crate) fn deadlock_check_interval(&self) -> Time {
         self.cfg.deadlock_check
+    }
+
+    /// The rate-sampling interval, if rates are recorded.
+    pub(crate) fn rate_sampling(&self) -> Option<Time> {
+        self.cfg.record_rates.then_some(self.cfg.rate_sample)
+    }
+
+    /// Takes the periodic samples `sample_on_nic` appended to this part's rates (a part
+    /// keeps only its rate cuts, whose ties it knows).
+    pub(crate) fn take_samples(&mut self, from: usize) -> Vec<RateSample> {
+        self.rates.split_off(from)
+    }
+
+    /// How many rate records this part holds.
+    pub(crate) fn rate_records(&self) -> usize {
+        self.rates.len()
     }
 
     /// Applies what another part handed over, outside a window (the coordinator does for
@@ -1043,6 +1074,15 @@ impl Simulation {
     /// last sample; re-arms while anything else is pending (so sampling never keeps a
     /// finished run alive).
     fn sample_rates(&mut self, now: Time) {
+        self.sample_on_nic(now);
+        if !self.state.queue.is_empty() {
+            self.schedule_global(now + self.cfg.rate_sample, Event::SampleRates);
+        }
+    }
+
+    /// The rate samples at `now` of the messages on this run's (or part's) NICs, in flow
+    /// order, appended to its rates.
+    pub(crate) fn sample_on_nic(&mut self, now: Time) {
         let interval = self.cfg.rate_sample;
         let flows = &self.state.flows;
         // Messages leave the NIC when acknowledged; the rest are sampled in flow order.
@@ -1067,9 +1107,6 @@ impl Simulation {
                 rate,
                 sent: Some(BitRate((bits / interval.ps() as u128) as u64)),
             });
-        }
-        if !self.state.queue.is_empty() {
-            self.schedule_global(now + interval, Event::SampleRates);
         }
     }
 
@@ -1726,6 +1763,9 @@ impl Simulation {
                 let flow = &mut self.state.flows[fid as usize];
                 flow.rp.advance(now, &d.params);
                 if flow.rp.on_cnp(now, &d.params) && self.cfg.record_rates {
+                    if let Some(part) = &mut self.part {
+                        part.rate_ties.push(self.state.queue.now_tie());
+                    }
                     self.rates.push(RateSample {
                         time: now,
                         flow: fid,
