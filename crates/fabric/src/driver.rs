@@ -577,26 +577,37 @@ impl<E, F, C> RunState<E, F, C> {
     /// The next event due by `stop_at` (and, once every message has completed on a
     /// fabric with a lookahead grid, before the grid's next line); `None` once none is,
     /// noting why.
+    #[inline(always)]
     pub fn next_event(&mut self) -> Option<(Time, E)> {
+        let stop = self.stop_at.unwrap_or(Time::MAX);
+        let limit = match self.drain_until {
+            None => stop,
+            Some(d) => stop.min(Time(d.ps() - 1)),
+        };
+        let next = self.queue.pop_until(limit);
+        if next.is_none() {
+            self.note_end(stop);
+        }
+        next
+    }
+
+    /// Nothing was left before `stop` (or the drain's end): why the run ends.
+    #[cold]
+    fn note_end(&mut self, stop: Time) {
+        match self.drain_until {
+            Some(d) if d.ps() - 1 < stop.ps() => self.drained = true,
+            _ => self.stopped_by_time = !self.queue.is_empty(),
+        }
+    }
+
+    /// A message completed now: on a fabric with a lookahead grid, the last one starts
+    /// the drain to the grid's next line.
+    pub fn note_completion(&mut self) {
         if let (Some(grid), None) = (self.grid, self.drain_until) {
             if self.lifecycle.completed == self.flows.len() {
                 self.drain_until = Some(grid_line_after(self.queue.now(), grid));
             }
         }
-        let stop = self.stop_at.unwrap_or(Time::MAX);
-        let (limit, by_time) = match self.drain_until {
-            Some(d) if d.ps() - 1 < stop.ps() => (Time(d.ps() - 1), false),
-            _ => (stop, true),
-        };
-        let next = self.queue.pop_until(limit);
-        if next.is_none() {
-            if by_time {
-                self.stopped_by_time = !self.queue.is_empty();
-            } else {
-                self.drained = true;
-            }
-        }
-        next
     }
 
     /// Every message's outcome, with its ideal completion time.
@@ -715,6 +726,7 @@ pub(crate) trait MessageFabric {
         let s = self.state_mut();
         let now = s.queue.now();
         let posts = s.lifecycle.finish_local(&mut s.flows, flow, now);
+        s.note_completion();
         self.schedule_posts(posts);
         self.released(flow, now);
     }

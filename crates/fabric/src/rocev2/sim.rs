@@ -1756,6 +1756,7 @@ impl Simulation {
                     flow.sender.rewind(pkt.index);
                     self.requeue(fid);
                 }
+                self.state.note_completion();
             }
             Kind::Cnp => {
                 let fid = driver::current_on_connection(&self.state.flows, fid);
