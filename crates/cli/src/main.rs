@@ -518,18 +518,23 @@ fn fits(scenario: &Scenario, force: bool) -> Result<u64, String> {
 
 /// The threads a command uses: `--threads`, or every core; one if the runs it would
 /// start at once (the first of `runs`, each given by its estimated bytes, one per
-/// thread) do not fit in memory together.
-fn threads_for(asked: Option<u32>, runs: &[u64]) -> Result<usize, String> {
+/// thread) do not fit in memory together, or, for a run that `splits` over the threads,
+/// if its parts (each about a whole run's state, counted as one) do not.
+fn threads_for(asked: Option<u32>, runs: &[u64], splits: bool) -> Result<usize, String> {
     let threads = asked.map_or_else(
         || std::thread::available_parallelism().map_or(1, |n| n.get()),
         |n| n as usize,
     );
-    let together: u64 = runs.iter().take(threads).sum();
+    let together: u64 = match (splits, runs.first()) {
+        (true, Some(&bytes)) => bytes.saturating_mul(threads as u64),
+        _ => runs.iter().take(threads).sum(),
+    };
     match estimate::memory_budget()? {
-        Some(free) if threads > 1 && runs.len() > 1 && together > free => {
+        Some(free) if threads > 1 && (runs.len() > 1 || splits) && together > free => {
             eprintln!(
-                "fabricsim: the runs need about {} MB side by side and {} MB are available: running them one at a time",
+                "fabricsim: the runs need about {} MB side by side{} and {} MB are available: running them one at a time, on one thread",
                 together >> 20,
+                if splits { " (a split run keeps a copy of its state per thread)" } else { "" },
                 free >> 20
             );
             Ok(1)
@@ -591,7 +596,10 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
             } else {
                 1
             };
-            let threads = threads_for(threads, &vec![bytes; runs])?;
+            // A RoCEv2 run at packet level splits over the threads, a copy of its state
+            // in each.
+            let splits = scenario.fabric == FabricKind::Rocev2 && !scenario.runs_at_flow_level().0;
+            let threads = threads_for(threads, &vec![bytes; runs], splits)?;
             let request = RunRequest {
                 out: dir,
                 pcap: pcap.map(|path| PcapRequest {
@@ -752,7 +760,7 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
             if runner::has_training(&scenario) {
                 runs.extend_from_within(..);
             }
-            let threads = threads_for(threads, &runs)?;
+            let threads = threads_for(threads, &runs, false)?;
             let c = compare::run_both(&scenario, report.is_some(), threads)?;
             if let Some(dir) = &report {
                 report::write(dir, &c).map_err(|e| format!("--report {}: {e}", dir.display()))?;

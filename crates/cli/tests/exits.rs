@@ -210,3 +210,25 @@ fn runs_that_fit_only_alone_run_one_at_a_time() {
             > 0.0
     );
 }
+
+#[test]
+fn a_split_run_whose_copies_do_not_fit_runs_on_one_thread() {
+    // A RoCEv2 run splits over its threads with a copy of its state in each: with memory
+    // for one and a half runs, two threads do not fit.
+    let f = example("bench-incast-127to1.toml");
+    let check = String::from_utf8(run(&["check", path(&f)]).stdout).unwrap();
+    let mb: u64 = check
+        .split("# estimated run: about ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("check states the estimate");
+    let out = bin()
+        .args(["run", path(&f), "--json", "--threads", "2"])
+        .env("FABRICSIM_MEMORY", format!("{}MiB", mb.max(1) * 3 / 2))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("a split run keeps a copy"), "{err}");
+}
