@@ -184,16 +184,21 @@ fn threads_must_be_a_positive_count() {
 
 /// A training job's +1 us run goes beside the main one only if both fit: with memory for
 /// one run (by the estimate `check` prints), they run one after the other, and say so.
-#[test]
-fn runs_that_fit_only_alone_run_one_at_a_time() {
-    let f = example("training-data-parallel.toml");
-    let check = String::from_utf8(run(&["check", path(&f)]).stdout).unwrap();
-    let mb: u64 = check
+/// The memory `check` estimates for the scenario in `f`, in MB.
+fn estimated_mb(f: &Path) -> u64 {
+    let check = String::from_utf8(run(&["check", path(f)]).stdout).unwrap();
+    check
         .split("# estimated run: about ")
         .nth(1)
         .and_then(|t| t.split(' ').next())
         .and_then(|n| n.parse().ok())
-        .expect("check states the estimate");
+        .expect("check states the estimate")
+}
+
+#[test]
+fn runs_that_fit_only_alone_run_one_at_a_time() {
+    let f = example("training-data-parallel.toml");
+    let mb = estimated_mb(&f);
     let out = bin()
         .args(["run", path(&f), "--json", "--threads", "2"])
         .env("FABRICSIM_MEMORY", format!("{}MiB", mb * 3 / 2))
@@ -216,13 +221,7 @@ fn a_split_run_whose_copies_do_not_fit_runs_on_one_thread() {
     // A RoCEv2 run splits over its threads with a copy of its state in each: with memory
     // for one and a half runs, two threads do not fit.
     let f = example("bench-incast-127to1.toml");
-    let check = String::from_utf8(run(&["check", path(&f)]).stdout).unwrap();
-    let mb: u64 = check
-        .split("# estimated run: about ")
-        .nth(1)
-        .and_then(|t| t.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .expect("check states the estimate");
+    let mb = estimated_mb(&f);
     let out = bin()
         .args(["run", path(&f), "--json", "--threads", "2"])
         .env("FABRICSIM_MEMORY", format!("{}MiB", mb.max(1) * 3 / 2))

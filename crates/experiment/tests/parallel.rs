@@ -79,7 +79,10 @@ fn a_deadlock_is_found_at_the_same_instant_on_any_number_of_threads() {
 #[test]
 fn dependencies_across_servers_and_transfers_inside_them_are_the_same_on_two_threads() {
     // A ring all-reduce: each step waits for the previous one's data from another server.
-    let ring = same_on(&example_on_roce("collective-allreduce.toml"), &[2, 4]);
+    let ring = same_on(
+        &scenario("[fabric]\nkind = \"rocev2\"\nlink_rate = \"400Gbps\"\n[topology]\nkind = \"fat-tree\"\nk = 4\n[[traffic]]\nkind = \"collective\"\nop = \"all-reduce\"\nalgorithm = \"ring\"\nsize = \"16MiB\"\nchannels = 2\n"),
+        &[2, 4],
+    );
     assert!(ring.flows.iter().all(|f| f.finish.is_some()));
     // Host data paths: PCIe and CPU stages inside servers around the network messages.
     same_on(&example_on_roce("host-data-paths.toml"), &[2]);

@@ -103,8 +103,14 @@ pub fn cut(topo: &Topology, parts: usize) -> Vec<u16> {
     part.into_iter().map(|k| k.unwrap_or(0)).collect()
 }
 
-/// A barrier that spins briefly, then yields: a window's end costs well under a
-/// microsecond when every thread has a core.
+/// Spins before a barrier's waiter yields its core: a few microseconds, about what the
+/// other threads of a dense run take to arrive (a waiter that yields sooner gives up
+/// its core for a scheduler tick when another process wants it; one that spins longer
+/// starves threads that share its core).
+const SPINS: u32 = 256;
+
+/// A barrier that spins briefly, then yields: a window's end costs about a microsecond
+/// when every thread has a core.
 struct SpinBarrier {
     threads: usize,
     arrived: AtomicUsize,
@@ -129,7 +135,7 @@ impl SpinBarrier {
         }
         let mut spins = 0u32;
         while self.generation.load(Ordering::Acquire) == generation {
-            if spins < 2_000 {
+            if spins < SPINS {
                 std::hint::spin_loop();
                 spins += 1;
             } else {

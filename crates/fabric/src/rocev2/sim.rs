@@ -793,31 +793,23 @@ impl Simulation {
     /// The run's parts, once every one has finished, as one run: each port and each
     /// message end from the part that holds them (a message's receiver side from its
     /// receiver's part), counters summed; `end` is what the coordinator saw.
-    pub(crate) fn merge(parts: Vec<Simulation>, end: SplitEnd) -> Simulation {
+    pub(crate) fn merge(mut parts: Vec<Simulation>, end: SplitEnd) -> Simulation {
         let owner = parts[0].part.as_ref().expect("a part").owner.clone();
-        let mut merged = parts[0].clone_shell();
-        for (i, port) in merged.ports.iter_mut().enumerate() {
-            *port = parts[owner[i] as usize].ports[i].clone();
-        }
-        for (i, flow) in merged.state.flows.iter_mut().enumerate() {
-            let sender = &parts[owner[flow.nic_port as usize] as usize].state.flows[i];
-            let dst = merged.topo.host_port(flow.msg.dst).index();
-            let receiver = &parts[owner[dst] as usize].state.flows[i];
-            *flow = sender.clone();
-            flow.receiver = receiver.receiver.clone();
-            flow.last_cnp = receiver.last_cnp;
-            flow.life.finish = receiver.life.finish;
-            flow.life.delivered_bytes = receiver.life.delivered_bytes;
-        }
-        for p in &parts {
-            merged.drops += p.drops;
-            merged.lost_payload += p.lost_payload;
-            merged.retransmitted += p.retransmitted;
-            merged.cnps += p.cnps;
-            merged.naks += p.naks;
-            merged.timeouts += p.timeouts;
-            merged.state.lifecycle.completed += p.state.lifecycle.completed;
-        }
+        let ports: Vec<PortState> = (0..owner.len())
+            .map(|i| parts[owner[i] as usize].ports[i].clone())
+            .collect();
+        let flows: Vec<Flow> = (parts[0].state.flows.iter().enumerate())
+            .map(|(i, f)| {
+                let dst = parts[0].topo.host_port(f.msg.dst).index();
+                let receiver = &parts[owner[dst] as usize].state.flows[i];
+                let mut flow = parts[owner[f.nic_port as usize] as usize].state.flows[i].clone();
+                flow.receiver = receiver.receiver.clone();
+                flow.last_cnp = receiver.last_cnp;
+                flow.life.finish = receiver.life.finish;
+                flow.life.delivered_bytes = receiver.life.delivered_bytes;
+                flow
+            })
+            .collect();
         // Rate records in the order one thread makes them: by time, a time's cuts in the
         // order of their events, then that time's periodic samples (a run-wide event,
         // last at its time) in flow order.
@@ -828,7 +820,30 @@ impl Simulation {
         }
         rates.extend(end.samples.iter().map(|r| (r.time, u64::MAX, *r)));
         rates.sort_by_key(|&(t, tie, _)| (t, tie));
+        let sum = |count: fn(&Simulation) -> u64| parts.iter().map(count).sum::<u64>();
+        let drops = sum(|p| p.drops);
+        let lost_payload = sum(|p| p.lost_payload);
+        let retransmitted = sum(|p| p.retransmitted);
+        let cnps = sum(|p| p.cnps);
+        let naks = sum(|p| p.naks);
+        let timeouts = sum(|p| p.timeouts);
+        let completed = sum(|p| p.state.lifecycle.completed as u64) as usize;
+        // Part 0 becomes the run: its own state replaced by the merged one, with no
+        // frames or events left (a merged run is over).
+        let mut merged = parts.swap_remove(0);
+        merged.drops = drops;
+        merged.lost_payload = lost_payload;
+        merged.retransmitted = retransmitted;
+        merged.cnps = cnps;
+        merged.naks = naks;
+        merged.timeouts = timeouts;
+        merged.state.lifecycle.completed = completed;
+        merged.ports = ports;
+        merged.state.flows = flows;
         merged.rates = rates.into_iter().map(|(.., r)| r).collect();
+        merged.frames = Pool::default();
+        merged.state.queue = EventQueue::new();
+        merged.part = None;
         merged.peak_packets_in_flight = end.peak_in_flight;
         merged.packets_in_flight = end.in_flight;
         merged.state.stop_at = end.stop_at;
@@ -837,54 +852,6 @@ impl Simulation {
         merged.merged_end = Some((end.events, end.now));
         merged.windows = end.windows;
         merged
-    }
-
-    /// This part's static state with fresh counters and no part: the shell a merge fills.
-    fn clone_shell(&self) -> Simulation {
-        let mut state = RunState {
-            queue: EventQueue::new(),
-            flows: self.state.flows.clone(),
-            lifecycle: self.state.lifecycle.clone(),
-            stop_at: None,
-            stopped_by_time: false,
-            deadlock: None,
-            capture: None,
-            grid: Some(self.lookahead),
-            drain_until: None,
-            drained: true,
-        };
-        state.lifecycle.completed = 0;
-        Simulation {
-            cfg: self.cfg.clone(),
-            topo: self.topo.clone(),
-            routes: self.routes.clone(),
-            state,
-            frames: Pool::default(),
-            prefetch_above_slots: self.prefetch_above_slots,
-            ports: self.ports.clone(),
-            buffers: Vec::new(),
-            nics: Vec::new(),
-            ties: Vec::new(),
-            creator: 0,
-            part: None,
-            lookahead: self.lookahead,
-            merged_end: None,
-            windows: 0,
-            drops: 0,
-            lost_payload: 0,
-            retransmitted: 0,
-            cnps: 0,
-            naks: 0,
-            timeouts: 0,
-            packets_in_flight: 0,
-            peak_packets_in_flight: 0,
-            rates: Vec::new(),
-            deadlock_check_pending: false,
-            pfc_cycles: Vec::new(),
-            trips_at_last_cycle: 0,
-            on_nic: Vec::new(),
-            watchdog_trips: 0,
-        }
     }
 
     /// This part's share of its split run.
