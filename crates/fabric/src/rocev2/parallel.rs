@@ -179,7 +179,6 @@ struct Coordinator {
     drain_until: Option<Time>,
     deadlock: Option<Deadlock>,
     stopped_by_time: bool,
-    finished: bool,
 }
 
 impl Coordinator {
@@ -204,7 +203,7 @@ impl Coordinator {
                 for c in out.drain(..) {
                     match c {
                         Crossing::Frame { .. } => inboxes[b].push(c),
-                        Crossing::Completed { .. } => parts[b].accept_now(c),
+                        Crossing::Completed { .. } => parts[b].accept(c),
                     }
                 }
                 emptied.push(out);
@@ -269,21 +268,15 @@ impl Coordinator {
             .chain(arrivals)
             .chain(self.check_at)
             .chain(self.sample_at)
-            .min();
-        let Some(start) = start else {
-            self.finished = true;
-            return None;
-        };
+            .min()?;
         if let Some(d) = self.drain_until {
             if start >= d && self.stop_at.is_none_or(|s| d.ps() - 1 < s.ps()) {
-                self.finished = true;
                 return None;
             }
         }
         if let Some(stop) = self.stop_at {
             if start > stop {
                 self.stopped_by_time = true;
-                self.finished = true;
                 return None;
             }
         }
@@ -342,7 +335,6 @@ impl Coordinator {
         let view: Vec<&Simulation> = parts.iter().map(|p| &**p).collect();
         if let Some(cycle) = Simulation::find_deadlock(&view, now) {
             self.deadlock = Some(Deadlock { at: now, cycle });
-            self.finished = true;
             return true;
         }
         if Simulation::any_switch_paused(&view, now) {
@@ -360,9 +352,7 @@ impl Coordinator {
         self.last_global = now;
         let mut taken = Vec::new();
         for p in parts.iter_mut() {
-            let from = p.rate_records();
-            p.sample_on_nic(now);
-            taken.extend(p.take_samples(from));
+            taken.extend(p.take_rate_samples(now));
         }
         taken.sort_by_key(|r| r.flow);
         self.samples.extend(taken);
@@ -427,7 +417,6 @@ pub fn run(
         drain_until: None,
         deadlock: None,
         stopped_by_time: false,
-        finished: false,
     };
     let cells: Vec<Mutex<Simulation>> = parts.into_iter().map(Mutex::new).collect();
     let inboxes: Vec<Mutex<Vec<Crossing>>> = (0..threads).map(|_| Mutex::default()).collect();

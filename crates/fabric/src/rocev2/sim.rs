@@ -892,22 +892,13 @@ impl Simulation {
         self.cfg.record_rates.then_some(self.cfg.rate_sample)
     }
 
-    /// Takes the periodic samples `sample_on_nic` appended to this part's rates (a part
-    /// keeps only its rate cuts, whose ties it knows).
-    pub(crate) fn take_samples(&mut self, from: usize) -> Vec<RateSample> {
+    /// The periodic rate samples at `now` of this part's messages on their NICs, in flow
+    /// order, taken out of its rates (a part keeps only its rate cuts, whose ties it
+    /// knows).
+    pub(crate) fn take_rate_samples(&mut self, now: Time) -> Vec<RateSample> {
+        let from = self.rates.len();
+        self.sample_on_nic(now);
         self.rates.split_off(from)
-    }
-
-    /// How many rate records this part holds.
-    pub(crate) fn rate_records(&self) -> usize {
-        self.rates.len()
-    }
-
-    /// Applies what another part handed over, outside a window (the coordinator does for
-    /// completions, so that the posts they release are known before it picks the next
-    /// window).
-    pub(crate) fn accept_now(&mut self, crossing: Crossing) {
-        self.accept(crossing);
     }
 
     /// Payload bytes a flow's receiver has placed so far.
@@ -979,8 +970,10 @@ impl Simulation {
         }
     }
 
-    /// Takes in what another part of a split run handed over.
-    fn accept(&mut self, crossing: Crossing) {
+    /// Takes in what another part of a split run handed over: at a window's start (its
+    /// frames), or from the coordinator between windows (completions, so that the posts
+    /// they release are known before it picks the next window).
+    pub(crate) fn accept(&mut self, crossing: Crossing) {
         match crossing {
             Crossing::Frame {
                 port,
@@ -1049,7 +1042,7 @@ impl Simulation {
 
     /// The rate samples at `now` of the messages on this run's (or part's) NICs, in flow
     /// order, appended to its rates.
-    pub(crate) fn sample_on_nic(&mut self, now: Time) {
+    fn sample_on_nic(&mut self, now: Time) {
         let interval = self.cfg.rate_sample;
         let flows = &self.state.flows;
         // Messages leave the NIC when acknowledged; the rest are sampled in flow order.
