@@ -612,6 +612,19 @@ impl Routes {
         Some(self.routes[rank * self.groups + self.group[dst.index()] as usize])
     }
 
+    /// Asks for the entry [`candidates`](Self::candidates) reads for (`switch`, `dst`)
+    /// ahead of its use (see [`crate::prefetch`]): the table outgrows the caches at scale.
+    #[inline(always)]
+    pub fn prefetch(&self, switch: NodeId, dst: HostId) {
+        let rank = self.switch_rank[switch.index()] as usize;
+        if let Some(r) = self
+            .routes
+            .get(rank * self.groups + self.group[dst.index()] as usize)
+        {
+            crate::prefetch::prefetch(r);
+        }
+    }
+
     /// Ports of `switch` on a shortest path to host `dst`.
     #[inline(always)]
     pub fn candidates(&self, switch: NodeId, dst: HostId) -> &[PortId] {

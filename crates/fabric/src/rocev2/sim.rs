@@ -373,6 +373,10 @@ pub struct Simulation {
     /// The pool size above which the model's state outgrows the cache and
     /// [`Simulation::prefetch_ahead`] asks for the coming events' state.
     prefetch_above_slots: usize,
+    /// The ports alone outgrow the cache: prefetch further ahead, and the route entries
+    /// too (see [`Simulation::prefetch_ahead`]); the event queue walks ahead too
+    /// ([`EventQueue::walk_ahead`]).
+    prefetch_deep: bool,
     ports: Vec<PortState>,
     buffers: Vec<SharedBuffer>,
     nics: Vec<Nic>,
@@ -544,6 +548,8 @@ impl Simulation {
             prefetch_above_slots: driver::prefetch_above_slots::<Frame>(
                 ports.len() * std::mem::size_of::<PortState>(),
             ),
+            prefetch_deep: ports.len() * std::mem::size_of::<PortState>()
+                > fabricsim_core::prefetch::WORTH_ABOVE_BYTES,
             ports,
             buffers,
             ties: vec![0; creators],
@@ -568,6 +574,8 @@ impl Simulation {
             watchdog_trips: 0,
         };
         sim.creator = sim.setup_creator();
+        sim.state.queue.walk_ahead(sim.prefetch_deep);
+
         for storm in sim.cfg.pause_storms.clone() {
             if !sim.holds(sim.topo.host_port(storm.host).0) {
                 continue;
@@ -917,38 +925,80 @@ impl Simulation {
         &self.rates
     }
 
-    /// Asks for the state the coming events will touch, so that their cache misses overlap
-    /// the current event: the port of the event after next (its transmitter, its queues
-    /// and its ingress accounting), and for the next event (whose port was asked for one
-    /// event ago) the frame at the head of its link if it is an arrival, or at the head of
-    /// its data queue if it is a transmitter's.
+    /// Asks for the state the coming events will touch, in stages, so that their cache
+    /// misses overlap the current event and each stage reads only lines an earlier stage
+    /// asked for. First the event's port (transmitter, queues, ingress); then the frame at
+    /// its link's head (an arrival) or at its data queue's head (a transmitter). When the
+    /// ports alone outgrow the cache (`prefetch_deep`) the stages are two events apart, so
+    /// that each miss has two events' time to arrive; the second stage also asks for the
+    /// port a frame arrives at and the control queue's head; and a third asks for the
+    /// route entry and flow the next arriving packet is forwarded by. Otherwise they are
+    /// one event apart and do no more (the extra hints' instructions would cost more than
+    /// they save: the 127:1 incast's state mostly stays in the second-level cache).
     #[inline(always)]
     fn prefetch_ahead(&self) {
         if self.frames.slots() <= self.prefetch_above_slots {
             return;
         }
+        if self.prefetch_deep {
+            self.prefetch_stages::<true>();
+        } else {
+            self.prefetch_stages::<false>();
+        }
+    }
+
+    /// [`prefetch_ahead`](Self::prefetch_ahead)'s stages, compiled apart for each depth.
+    #[inline(always)]
+    fn prefetch_stages<const DEEP: bool>(&self) {
         let queue = &self.state.queue;
+        let (port_at, frame_at) = if DEEP { (4, 2) } else { (1, 0) };
         if let Some(&Event::Transmitter { port, .. } | &Event::Arrival { port }) =
-            queue.peek_ahead(1)
+            queue.peek_ahead(port_at)
         {
             let p = &self.ports[port as usize];
             prefetch(p);
             prefetch(&p.ingress);
             prefetch(&p.tx_bytes);
         }
-        match queue.peek_ahead(0) {
+        match queue.peek_ahead(frame_at) {
             Some(&Event::Arrival { port }) => {
-                if let Some(slot) = self.ports[port as usize].wire.head() {
+                let p = &self.ports[port as usize];
+                if let Some(slot) = p.wire.head() {
                     self.frames.prefetch(slot);
+                }
+                if DEEP {
+                    let to = &self.ports[p.link.peer.index()];
+                    prefetch(to);
+                    prefetch(&to.ingress);
                 }
             }
             Some(&Event::Transmitter { port, .. }) => {
-                // The egress's next packet (queued long before, so rarely still cached).
-                if let Some(slot) = self.ports[port as usize].queues[DATA].front() {
+                // The egress's next packets (queued long before, so rarely still cached).
+                let p = &self.ports[port as usize];
+                if let Some(slot) = p.queues[DATA].front() {
+                    self.frames.prefetch(slot);
+                }
+                if let (true, Some(slot)) = (DEEP, p.queues[CONTROL].front()) {
                     self.frames.prefetch(slot);
                 }
             }
             _ => {}
+        }
+        if !DEEP {
+            return;
+        }
+        if let Some(&Event::Arrival { port }) = queue.peek_ahead(0) {
+            let p = &self.ports[port as usize];
+            let to = &self.ports[p.link.peer.index()];
+            if let (Some(slot), None) = (p.wire.head(), to.host) {
+                if let Frame::Packet(pkt) = self.frames.get(slot) {
+                    self.routes.prefetch(to.link.node, HostId(pkt.dst));
+                    // What ECMP hashes (Rust lays the fields out as it likes).
+                    let f = &self.state.flows[pkt.flow as usize];
+                    prefetch(&f.msg);
+                    prefetch(&f.udp_sport);
+                }
+            }
         }
     }
 
@@ -1532,15 +1582,22 @@ impl Simulation {
     /// buffer (or drop it), route it by ECMP and queue its slot at the egress.
     fn forward(&mut self, node: NodeId, input: PortId, slot: Slot, mut pkt: Packet, now: Time) {
         let out = self.route(node, &pkt);
+        if self.prefetch_deep {
+            // The egress queues, read once admission is settled (see `prefetch_ahead`).
+            prefetch(&self.ports[out.index()].wake_at);
+        }
         if pkt.kind == Kind::Data {
-            let dropped_at = if self.ports[out.index()].pfc_ignored_until > now {
-                // The watchdog discards data for an egress it has taken out of PFC.
-                Some(out)
-            } else if !self.admit(node, input, pkt.wire as u64) {
-                Some(input)
-            } else {
-                None
-            };
+            // (Only the watchdog sets `pfc_ignored_until`, in a line packets do not
+            // otherwise touch.)
+            let dropped_at =
+                if self.cfg.watchdog.is_some() && self.ports[out.index()].pfc_ignored_until > now {
+                    // The watchdog discards data for an egress it has taken out of PFC.
+                    Some(out)
+                } else if !self.admit(node, input, pkt.wire as u64) {
+                    Some(input)
+                } else {
+                    None
+                };
             if let Some(at) = dropped_at {
                 self.frames.free(slot);
                 self.drop_data(at, pkt);
