@@ -30,7 +30,7 @@ const NIL: u32 = u32::MAX;
 
 /// A slab node: one pending event, or a free slot. Aligned so that a node never straddles
 /// two cache lines (the models' events make it 32 bytes).
-
+#[repr(align(32))]
 struct Node<E> {
     time: Time,
     tie: u64,
