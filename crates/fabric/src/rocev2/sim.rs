@@ -575,7 +575,6 @@ impl Simulation {
         };
         sim.creator = sim.setup_creator();
         sim.state.queue.walk_ahead(sim.prefetch_deep);
-
         for storm in sim.cfg.pause_storms.clone() {
             if !sim.holds(sim.topo.host_port(storm.host).0) {
                 continue;
