@@ -86,8 +86,9 @@ enum Command {
         force: bool,
         /// Threads to use (default: every core): a training job's +1 us sensitivity run
         /// goes beside its main run, and a RoCEv2 run at packet level is split over the
-        /// threads it has (unless it asks for a capture or the PFC watchdog, or its first
-        /// windows are too sparse to gain). Results are the same for any number.
+        /// threads it has (unless it asks for a capture or the PFC watchdog, or its
+        /// receivers or its first windows make it too sparse to gain). Results are the
+        /// same for any number.
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
         threads: Option<u32>,
     },

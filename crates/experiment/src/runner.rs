@@ -187,12 +187,21 @@ pub fn run_threaded(
                 seed: scenario.seed,
                 ..scenario.roce.clone()
             };
+            let sparse = || {
+                let ceiling = rocev2::parallel::events_per_window_ceiling(&cfg, &topo, &workload)?;
+                Some(format!(
+                    "its receivers' links bound it to {ceiling:.1} events per window of its \
+                     lookahead, too few to gain from threads"
+                ))
+            };
             let split = match rocev2::parallel::why_not_split(&cfg, &topo, &workload) {
                 _ if threads <= 1 => None,
-                _ if capture.is_some() => Some("a capture keeps frames in sending order"),
-                why => why,
+                _ if capture.is_some() => Some("a capture keeps frames in sending order".into()),
+                Some(why) => Some(why.to_string()),
+                None if trial == Trial::GiveUpIfSparse => sparse(),
+                None => None,
             };
-            if let (Some(why), true) = (split.filter(|_| threads > 1), progress) {
+            if let (Some(why), true) = (split.as_ref().filter(|_| threads > 1), progress) {
                 eprintln!("fabricsim: this run goes on one thread: {why}");
             }
             let started = Instant::now();

@@ -1,7 +1,8 @@
 //! A RoCEv2 run split over threads (`rocev2::parallel`) gives exactly the results of the
 //! same run on one thread, whatever the number of threads: flows, ports, counters, the
 //! peak of packets in flight, the events, a deadlock, where a stopped run stopped, and
-//! the rate cuts and samples of rates.csv.
+//! the rate cuts and samples of rates.csv. A run whose receivers bound it to too few
+//! events per window is not split at all.
 
 mod common;
 
@@ -10,6 +11,8 @@ use fabricsim_core::units::Time;
 use fabricsim_experiment::runner::{self, Trial};
 use fabricsim_experiment::scenario::{FabricKind, Scenario};
 use fabricsim_fabric::report::RunReport;
+use fabricsim_fabric::rocev2::parallel::{events_per_window_ceiling, MIN_EVENTS_PER_WINDOW};
+use fabricsim_fabric::workload::build_with;
 use std::path::Path;
 
 /// The example `name` on RoCEv2.
@@ -103,4 +106,41 @@ fn a_training_job_is_the_same_on_two_threads() {
     // compute delays between.
     let r = same_on(&example_on_roce("training-data-parallel.toml"), &[2]);
     assert!(r.flows.iter().all(|f| f.finish.is_some()));
+}
+
+/// `s`'s ceiling on events per window (see `events_per_window_ceiling`).
+fn ceiling(s: &Scenario) -> Option<f64> {
+    let topo = s.build_topology().expect("the topology builds");
+    let workload = build_with(&s.traffic, s.seed, false);
+    events_per_window_ceiling(&s.roce, &topo, &workload)
+}
+
+#[test]
+fn an_incast_is_held_under_a_ceiling_by_its_receivers_link_and_runs_on_one_thread() {
+    // A k=4 fat-tree: host 1 shares host 0's edge switch (2 links away), host 2 its pod
+    // (4 links), host 4 is in another pod (6 links).
+    let incast_of = |senders: &str, size: &str| {
+        scenario(&format!("[fabric]\nkind = \"rocev2\"\n[topology]\nkind = \"fat-tree\"\nk = 4\n[[traffic]]\nkind = \"incast\"\nsenders = [{senders}]\ndst = 0\nsize = \"{size}\"\n"))
+    };
+    let incast = |senders: &str| incast_of(senders, "1MiB");
+    let near = ceiling(&incast("1")).expect("one receiver is sparse");
+    let pod = ceiling(&incast("2")).expect("one receiver is sparse");
+    let far = ceiling(&incast("4")).expect("one receiver is sparse");
+    // The same packets through the same receiving link, over 2, 4 and 6 hops.
+    assert!((pod / near - 2.0).abs() < 1e-9, "{near} {pod}");
+    assert!((far / near - 3.0).abs() < 1e-9, "{near} {far}");
+    // More senders into the same receiver do not raise it: its link bounds them all.
+    let many = ceiling(&incast("1, 2, 4, 5, 8, 9, 12, 13")).expect("one receiver is sparse");
+    assert_eq!(many, far);
+    assert!(far < MIN_EVENTS_PER_WINDOW as f64);
+    // So a run that may give up does not even try threads, and is the same. (This one is
+    // short enough to end before the trial could give up: split, it would stay split.)
+    let s = incast_of("1, 2, 4, 5, 8, 9, 12, 13", "64KiB");
+    let one = runner::run_threaded(&s, None, false, 1, Trial::Always).expect("runs");
+    let tried = runner::run_threaded(&s, None, false, 2, Trial::GiveUpIfSparse).expect("runs");
+    assert_eq!(tried.threads, 1);
+    assert_eq!(tried.report, one.report);
+    // A permutation has as many receivers as senders: it is left to the trial.
+    let permutation = scenario("[fabric]\nkind = \"rocev2\"\n[topology]\nkind = \"fat-tree\"\nk = 4\n[[traffic]]\nkind = \"permutation\"\nsize = \"1MiB\"\n");
+    assert_eq!(ceiling(&permutation), None);
 }

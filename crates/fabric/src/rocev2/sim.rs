@@ -182,16 +182,27 @@ const SEQ_BITS: u32 = 40;
 /// [`Lifecycle::cross_server_slack`] later; a PAUSE arriving schedules the deadlock check
 /// `deadlock_check` later. At least 1 ps.
 fn lookahead(cfg: &RoceConfig, topo: &Topology, life: &Lifecycle, workload: &Workload) -> Time {
-    let pfc = roce::PFC_FRAME_WIRE_LEN as u64;
-    let links = topo.ports().iter().map(|p| {
-        let per_byte = p.rate.whole_ps_per_byte().unwrap_or(0);
-        p.delay + p.rate.serialization_by(per_byte, pfc)
-    });
     let slack = life.cross_server_slack(workload, topo, cfg.nic_rx_latency);
-    (links.chain(slack).chain([cfg.deadlock_check]))
+    ([link_lookahead(topo)]
+        .into_iter()
+        .chain(slack)
+        .chain([cfg.deadlock_check]))
+    .min()
+    .unwrap_or(Time::MAX)
+    .max(Time(1))
+}
+
+/// The links' part of [`lookahead`]: the smallest link delay plus a PFC frame's
+/// serialisation (`Time::MAX` without links). The run's lookahead is no longer.
+pub(crate) fn link_lookahead(topo: &Topology) -> Time {
+    let pfc = roce::PFC_FRAME_WIRE_LEN as u64;
+    (topo.ports().iter())
+        .map(|p| {
+            let per_byte = p.rate.whole_ps_per_byte().unwrap_or(0);
+            p.delay + p.rate.serialization_by(per_byte, pfc)
+        })
         .min()
         .unwrap_or(Time::MAX)
-        .max(Time(1))
 }
 
 impl PortState {
