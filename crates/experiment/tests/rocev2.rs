@@ -323,3 +323,19 @@ fn recording_rates_changes_nothing_but_the_records() {
         "the sampling events are the difference"
     );
 }
+
+#[test]
+fn an_mtu_beyond_what_the_model_takes_is_an_error_not_a_truncation() {
+    // The scenario file allows 1024, 2048 or 4096; a configuration built in code may not.
+    let s = scenario("[fabric]\nkind = \"rocev2\"\n[topology]\nkind = \"single-switch\"\nhosts = 2\n[[traffic]]\nkind = \"permutation\"\nsize = \"1MiB\"\n");
+    let cfg = fabricsim_fabric::rocev2::RoceConfig {
+        mtu: 1 << 16,
+        ..s.roce.clone()
+    };
+    let msgs = fabricsim_fabric::workload::build_with(&s.traffic, s.seed, false);
+    let err =
+        fabricsim_fabric::rocev2::Simulation::new(cfg, s.build_topology().unwrap(), &msgs, None)
+            .err()
+            .expect("an error");
+    assert!(err.contains("fabric.mtu = 65536"), "{err}");
+}

@@ -40,15 +40,28 @@ pub(crate) struct Packet {
     flow: u32,
     /// Data: position in the message. Ack: last packet covered. Nak: expected packet.
     index: u32,
-    payload: u32,
-    wire: u32,
     dst: u32,
+    /// The host that sent it (a data packet's message source, a reply's message
+    /// destination), and its connection's UDP source port: what ECMP hashes besides
+    /// `dst`, carried so that forwarding never reads the flow.
+    src: u32,
+    sport: u16,
+    /// Payload and link bytes (an MTU is at most [`MAX_MTU`]).
+    payload: u16,
+    wire: u16,
     kind: Kind,
     /// ECN Congestion Experienced.
     ce: bool,
     /// The switch port the packet entered by (for ingress accounting).
     in_port: u32,
 }
+
+/// The largest MTU the model takes, so that a frame's lengths fit 16 bits (RoCEv2 uses
+/// 1024, 2048 or 4096).
+const MAX_MTU: u32 = 16384;
+
+// A packet and a PFC frame share 28 bytes (the kind's spare values tell them apart).
+const _: () = assert!(std::mem::size_of::<Frame>() == 28);
 
 impl Packet {
     fn class(&self) -> usize {
@@ -454,6 +467,12 @@ impl Simulation {
         stop_at: Option<Time>,
         part: Option<Part>,
     ) -> Result<Self, String> {
+        if cfg.mtu > MAX_MTU {
+            return Err(format!(
+                "fabric.mtu = {}: the RoCEv2 model takes MTUs up to {MAX_MTU}",
+                cfg.mtu
+            ));
+        }
         let routes = Routes::minimal(&topo)?;
         let mut buffers = vec![SharedBuffer::default(); topo.nodes().len()];
         let ports: Vec<PortState> = topo
@@ -775,7 +794,7 @@ impl Simulation {
             }),
             aeth,
             cnp: pkt.kind == Kind::Cnp,
-            payload_len: pkt.payload,
+            payload_len: pkt.payload.into(),
         }
     }
 
@@ -942,7 +961,7 @@ impl Simulation {
     /// ports alone outgrow the cache (`prefetch_deep`) the stages are two events apart, so
     /// that each miss has two events' time to arrive; the second stage also asks for the
     /// port a frame arrives at and the control queue's head; and a third asks for the
-    /// route entry and flow the next arriving packet is forwarded by. Otherwise they are
+    /// route entry the next arriving packet is forwarded by. Otherwise they are
     /// one event apart and do no more (the extra hints' instructions would cost more than
     /// they save: the 127:1 incast's state mostly stays in the second-level cache).
     #[inline(always)]
@@ -1003,10 +1022,6 @@ impl Simulation {
             if let (Some(slot), None) = (p.wire.head(), to.host) {
                 if let Frame::Packet(pkt) = self.frames.get(slot) {
                     self.routes.prefetch(to.link.node, HostId(pkt.dst));
-                    // What ECMP hashes (Rust lays the fields out as it likes).
-                    let f = &self.state.flows[pkt.flow as usize];
-                    prefetch(&f.msg);
-                    prefetch(&f.udp_sport);
                 }
             }
         }
@@ -1267,7 +1282,7 @@ impl Simulation {
         match choice {
             Ok(slot) => {
                 let wire = self.frames.get(slot).packet().wire;
-                self.transmit(port, slot, wire);
+                self.transmit(port, slot, wire.into());
             }
             Err(Some(t)) => {
                 let p = &mut self.ports[port.index()];
@@ -1502,7 +1517,7 @@ impl Simulation {
             self.retransmitted += 1;
         }
         let arm = !flow.timer_armed;
-        let dst = flow.msg.dst.0;
+        let (src, dst, sport) = (flow.msg.src.0, flow.msg.dst.0, flow.udp_sport);
         self.count_in_flight(1);
         if arm {
             self.arm_timeout(f, now + self.cfg.rto());
@@ -1514,9 +1529,11 @@ impl Simulation {
         Ok(self.frames.alloc(Frame::Packet(Packet {
             flow: f,
             index: seg.index,
-            payload: seg.payload,
-            wire,
             dst,
+            src,
+            sport,
+            payload: seg.payload as u16,
+            wire: wire as u16,
             kind: Kind::Data,
             ce: false,
             in_port: u32::MAX,
@@ -1632,17 +1649,8 @@ impl Simulation {
         if cands.len() == 1 {
             cands[0]
         } else {
-            let f = &self.state.flows[pkt.flow as usize];
             // Data and its replies hash the same 5-tuple fields, ordered by direction.
-            let (a, b) = (
-                pkt.dst,
-                if pkt.kind == Kind::Data {
-                    f.msg.src.0
-                } else {
-                    f.msg.dst.0
-                },
-            );
-            let h = driver::ecmp_hash(self.cfg.seed, node.0, b, a, f.udp_sport);
+            let h = driver::ecmp_hash(self.cfg.seed, node.0, pkt.src, pkt.dst, pkt.sport);
             cands[(h % cands.len() as u64) as usize]
         }
     }
@@ -1716,9 +1724,11 @@ impl Simulation {
                 let reply = |kind: Kind, index: u32, wire: u32| Packet {
                     flow: fid,
                     index,
-                    payload: 0,
-                    wire,
                     dst: flow.msg.src.0,
+                    src: flow.msg.dst.0,
+                    sport: flow.udp_sport,
+                    payload: 0,
+                    wire: wire as u16,
                     kind,
                     ce: false,
                     in_port: u32::MAX,
