@@ -608,19 +608,21 @@ impl Routes {
         if self.attached[dst.index()] == switch {
             return None;
         }
+        Some(self.routes[self.entry(switch, dst)])
+    }
+
+    /// Where the entry of `switch` toward `dst` lies in the table.
+    #[inline(always)]
+    fn entry(&self, switch: NodeId, dst: HostId) -> usize {
         let rank = self.switch_rank[switch.index()] as usize;
-        Some(self.routes[rank * self.groups + self.group[dst.index()] as usize])
+        rank * self.groups + self.group[dst.index()] as usize
     }
 
     /// Asks for the entry [`candidates`](Self::candidates) reads for (`switch`, `dst`)
     /// ahead of its use (see [`crate::prefetch`]): the table outgrows the caches at scale.
     #[inline(always)]
     pub fn prefetch(&self, switch: NodeId, dst: HostId) {
-        let rank = self.switch_rank[switch.index()] as usize;
-        if let Some(r) = self
-            .routes
-            .get(rank * self.groups + self.group[dst.index()] as usize)
-        {
+        if let Some(r) = self.routes.get(self.entry(switch, dst)) {
             crate::prefetch::prefetch(r);
         }
     }

@@ -104,14 +104,7 @@ pub fn ideal_fct(
     frame_len: impl Fn(u32, bool) -> u64,
 ) -> Time {
     let links = static_path(topo, routes, m.src, m.dst);
-    let packets = m.size.div_ceil(mtu as u64).max(1);
-    let last_payload = (m.size - (packets - 1) * mtu as u64) as u32;
-    let train = PacketTrain {
-        first: frame_len(if packets == 1 { last_payload } else { mtu }, true),
-        middle: frame_len(mtu, false),
-        middle_count: packets.saturating_sub(2),
-        last: (packets > 1).then(|| frame_len(last_payload, false)),
-    };
+    let train = PacketTrain::of(m.size, mtu, frame_len);
     endpoint_latency + pipeline_time(&links, switch_latency, &train)
 }
 
@@ -137,6 +130,31 @@ pub struct PacketTrain {
     pub middle: u64,
     pub middle_count: u64,
     pub last: Option<u64>,
+}
+
+impl PacketTrain {
+    /// The packets of a message of `size` bytes cut at `mtu`; `frame_len(payload, first)`
+    /// is a packet's link bytes.
+    pub fn of(size: u64, mtu: u32, frame_len: impl Fn(u32, bool) -> u64) -> Self {
+        let packets = size.div_ceil(mtu as u64).max(1);
+        let last_payload = (size - (packets - 1) * mtu as u64) as u32;
+        PacketTrain {
+            first: frame_len(if packets == 1 { last_payload } else { mtu }, true),
+            middle: frame_len(mtu, false),
+            middle_count: packets.saturating_sub(2),
+            last: (packets > 1).then(|| frame_len(last_payload, false)),
+        }
+    }
+
+    /// How many packets.
+    pub fn packets(&self) -> u64 {
+        1 + self.middle_count + self.last.map_or(0, |_| 1)
+    }
+
+    /// Their link bytes together.
+    pub fn bytes(&self) -> u64 {
+        self.first + self.middle_count * self.middle + self.last.unwrap_or(0)
+    }
 }
 
 /// When the last bit of the train's last packet reaches the end of `links`, on links

@@ -20,7 +20,7 @@
 use super::sim::{link_lookahead, Crossing, Part, Simulation, SplitEnd};
 use super::RateSample;
 use super::RoceConfig;
-use crate::driver::grid_line_after;
+use crate::driver::{grid_line_after, PacketTrain};
 use crate::report::Deadlock;
 use crate::workload::Workload;
 use fabricsim_core::topology::{NodeKind, Topology};
@@ -70,19 +70,12 @@ pub fn events_per_window_ceiling(
     // Per receiver: its data packets and their link bytes, and its senders.
     let mut into: BTreeMap<HostId, (u64, u64, Vec<HostId>)> = BTreeMap::new();
     for m in workload.messages.iter().filter(|m| m.local.is_none()) {
-        let mtu = cfg.mtu as u64;
-        let packets = m.size.div_ceil(mtu).max(1);
-        let last = m.size - (packets - 1) * mtu;
-        let frame =
-            |payload: u64, first: bool| roce::write_frame_len(cfg.ip, payload as u32, first) as u64;
-        let bytes = if packets == 1 {
-            frame(m.size, true)
-        } else {
-            frame(mtu, true) + (packets - 2) * frame(mtu, false) + frame(last, false)
-        };
+        let train = PacketTrain::of(m.size, cfg.mtu, |payload, first| {
+            roce::write_frame_len(cfg.ip, payload, first) as u64
+        });
         let e = into.entry(m.dst).or_default();
-        e.0 += packets;
-        e.1 += bytes;
+        e.0 += train.packets();
+        e.1 += train.bytes();
         e.2.push(m.src);
     }
     // Packets a receiver's link delivers per window, at most.
