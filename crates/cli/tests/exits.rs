@@ -195,17 +195,24 @@ fn estimated_mb(f: &Path) -> u64 {
         .expect("check states the estimate")
 }
 
-#[test]
-fn runs_that_fit_only_alone_run_one_at_a_time() {
-    let f = example("training-data-parallel.toml");
-    let mb = estimated_mb(&f);
+/// `run --threads 2` of `f` with memory for one and a half of its estimated runs; checks
+/// that it succeeds and returns its output and standard error.
+fn run_on_two_threads_with_room_for_one_and_a_half(f: &Path) -> (std::process::Output, String) {
+    let mb = estimated_mb(f);
     let out = bin()
-        .args(["run", path(&f), "--json", "--threads", "2"])
-        .env("FABRICSIM_MEMORY", format!("{}MiB", mb * 3 / 2))
+        .args(["run", path(f), "--json", "--threads", "2"])
+        .env("FABRICSIM_MEMORY", format!("{}MiB", mb.max(1) * 3 / 2))
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(0), "{err}");
+    (out, err)
+}
+
+#[test]
+fn runs_that_fit_only_alone_run_one_at_a_time() {
+    let (out, err) =
+        run_on_two_threads_with_room_for_one_and_a_half(&example("training-data-parallel.toml"));
     assert!(err.contains("one at a time"), "{err}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(
@@ -220,14 +227,7 @@ fn runs_that_fit_only_alone_run_one_at_a_time() {
 fn a_split_run_whose_copies_do_not_fit_runs_on_one_thread() {
     // A RoCEv2 run splits over its threads with a copy of its state in each: with memory
     // for one and a half runs, two threads do not fit.
-    let f = example("bench-incast-127to1.toml");
-    let mb = estimated_mb(&f);
-    let out = bin()
-        .args(["run", path(&f), "--json", "--threads", "2"])
-        .env("FABRICSIM_MEMORY", format!("{}MiB", mb.max(1) * 3 / 2))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let (_, err) =
+        run_on_two_threads_with_room_for_one_and_a_half(&example("bench-incast-127to1.toml"));
     assert!(err.contains("a split run keeps a copy"), "{err}");
 }

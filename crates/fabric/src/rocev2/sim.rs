@@ -557,6 +557,7 @@ impl Simulation {
             })
             .collect();
         let creators = ports.len() + 3;
+        let port_bytes = ports.len() * std::mem::size_of::<PortState>();
         let mut sim = Simulation {
             nics: vec![Nic::default(); topo.host_count() as usize],
             cfg,
@@ -575,11 +576,8 @@ impl Simulation {
                 drained: false,
             },
             frames: Pool::default(),
-            prefetch_above_slots: driver::prefetch_above_slots::<Frame>(
-                ports.len() * std::mem::size_of::<PortState>(),
-            ),
-            prefetch_deep: ports.len() * std::mem::size_of::<PortState>()
-                > fabricsim_core::prefetch::WORTH_ABOVE_BYTES,
+            prefetch_above_slots: driver::prefetch_above_slots::<Frame>(port_bytes),
+            prefetch_deep: port_bytes > fabricsim_core::prefetch::WORTH_ABOVE_BYTES,
             ports,
             buffers,
             ties: vec![0; creators],
