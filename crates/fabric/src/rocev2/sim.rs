@@ -144,9 +144,11 @@ struct PortState {
     generation: u32,
     /// A PAUSE (Some(quanta)) or RESUME (Some(0)) waiting to go out on this port.
     pfc_pending: Option<u16>,
+    /// A frame is being serialised, until its end event (or its deferred end: `wake_at`).
     busy: bool,
     // Second line: the egress queues.
-    /// The pending transmitter wake-up, or `NEVER`.
+    /// Idle: the pending transmitter wake-up, or `NEVER`. Busy: the frame's end if its
+    /// event is deferred (see [`Simulation::transmit`]), `NEVER` once it is queued.
     wake_at: Time,
     /// Egress FIFOs per class in the frame pool, each packet stamped with the time it is
     /// ready to leave; ready times rise in FIFO order.
@@ -161,8 +163,11 @@ struct PortState {
     headroom_used: u64,
     headroom: u64,
     peak_ingress: u64,
-    pause_refresh_at: Option<Time>,
+    /// When the XOFF refresh is due, or `NEVER`.
+    pause_refresh_at: Time,
     tx_packets: u64,
+    /// The tie of the frame end event deferred to `wake_at`.
+    end_tie: u64,
     xoff: bool,
     // Rarely touched: ECN marking, PFC episodes, report counters.
     red: Option<RedParams>,
@@ -181,6 +186,7 @@ struct PortState {
 // The egress fields start the second line and the ingress fields the third.
 const _: () = assert!(std::mem::offset_of!(PortState, wake_at) == 64);
 const _: () = assert!(std::mem::offset_of!(PortState, ingress) == 128);
+const _: () = assert!(std::mem::offset_of!(PortState, red) == 192);
 
 /// "No time": no transmitter wake-up pending.
 const NEVER: Time = Time::MAX;
@@ -238,7 +244,8 @@ impl PortState {
             headroom_used: 0,
             headroom,
             xoff: false,
-            pause_refresh_at: None,
+            pause_refresh_at: NEVER,
+            end_tie: 0,
             red,
             ecn_draws: 0,
             peak_queue: 0,
@@ -1089,9 +1096,9 @@ impl Simulation {
             Event::Timeout { flow } => self.on_timeout(flow, now),
             Event::PauseRefresh { port } => {
                 let p = &mut self.ports[port as usize];
-                if p.xoff && p.pause_refresh_at == Some(now) {
+                if p.xoff && p.pause_refresh_at == now {
                     p.pfc_pending = Some(self.cfg.pause_quanta);
-                    p.pause_refresh_at = None;
+                    p.pause_refresh_at = NEVER;
                     self.try_transmit(PortId(port));
                 }
             }
@@ -1150,7 +1157,7 @@ impl Simulation {
         let port = self.topo.host_port(host);
         let p = &mut self.ports[port.index()];
         p.xoff = stalled;
-        p.pause_refresh_at = None;
+        p.pause_refresh_at = NEVER;
         p.pfc_pending = Some(if stalled { self.cfg.pause_quanta } else { 0 });
         self.try_transmit(port);
     }
@@ -1257,7 +1264,27 @@ impl Simulation {
         let now = self.state.queue.now();
         let p = &mut self.ports[port.index()];
         if p.busy {
-            return;
+            if p.wake_at == NEVER {
+                return;
+            }
+            // The frame's end event was deferred. If it is still to come, it is queued now,
+            // in its own place; if it has passed, it found nothing to send, so the
+            // transmitter has been idle since.
+            let (end, tie) = (p.wake_at, p.end_tie);
+            p.wake_at = NEVER;
+            if (end, tie) > (now, self.state.queue.now_tie()) {
+                let generation = p.generation;
+                (self.state.queue).schedule_tied(
+                    end,
+                    tie,
+                    Event::Transmitter {
+                        port: port.0,
+                        generation,
+                    },
+                );
+                return;
+            }
+            p.busy = false;
         }
         if let Some(quanta) = p.pfc_pending.take() {
             p.pause_frames += 1;
@@ -1266,7 +1293,7 @@ impl Simulation {
                 // switches re-send XOFF before the quanta run out; when is not documented).
                 let rate = p.link.rate;
                 let at = now + Time(pause_duration(quanta, rate).ps() / 2);
-                p.pause_refresh_at = Some(at);
+                p.pause_refresh_at = at;
                 self.schedule(at, Event::PauseRefresh { port: port.0 });
             }
             let slot = self.frames.alloc(Frame::Pause { quanta });
@@ -1321,13 +1348,24 @@ impl Simulation {
         }
         let arrival = end + spec.delay;
         let generation = p.generation;
-        self.schedule(
-            end,
-            Event::Transmitter {
-                port: port.0,
-                generation,
-            },
-        );
+        // The end event finds nothing to send unless something is queued first, and all
+        // that queues calls `try_transmit`: with nothing queued yet, its tie is kept and
+        // the event itself deferred until then (a tenth of the incast's events).
+        let tie = self.next_tie(self.creator);
+        if self.has_work(port) {
+            (self.state.queue).schedule_tied(
+                end,
+                tie,
+                Event::Transmitter {
+                    port: port.0,
+                    generation,
+                },
+            );
+        } else {
+            let p = &mut self.ports[port.index()];
+            p.wake_at = end;
+            p.end_tie = tie;
+        }
         // Every frame has its own arrival event, created here, so that its tie is the
         // sender's whichever thread handles the far end.
         let tie = self.next_tie(self.creator);
@@ -1350,6 +1388,20 @@ impl Simulation {
         self.state
             .queue
             .schedule_tied(arrival, tie, Event::Arrival { port: port.0 });
+    }
+
+    /// Whether anything waits to go out on `port`: a PFC frame, or a switch egress's
+    /// packet, or a NIC's control packet or QP.
+    fn has_work(&self, port: PortId) -> bool {
+        let p = &self.ports[port.index()];
+        p.pfc_pending.is_some()
+            || match p.host {
+                None => !p.queues[0].is_empty() || !p.queues[1].is_empty(),
+                Some(h) => {
+                    let nic = &self.nics[h.index()];
+                    !nic.control.is_empty() || !nic.qps.is_empty()
+                }
+            }
     }
 
     /// Whether data on this port is paused by the peer at `now`, settling paused time.
@@ -1429,7 +1481,7 @@ impl Simulation {
             let q = &mut self.ports[input];
             if shared_after == 0 || shared_after + RESUME_OFFSET <= threshold {
                 q.xoff = false;
-                q.pause_refresh_at = None;
+                q.pause_refresh_at = NEVER;
                 q.pfc_pending = Some(0);
                 self.try_transmit(PortId(input as u32));
             }
