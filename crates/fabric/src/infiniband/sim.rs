@@ -4,7 +4,7 @@ use super::config::IbConfig;
 use super::sharp::SharpGroup;
 use crate::driver::{
     self, deadlock_hop, CaptureFilter, Lifecycle, LifecycleEvent, MessageFabric, Progress,
-    RunState, WaitGraph, Wire,
+    RunState, Ties, WaitGraph, Wire,
 };
 use crate::report::{Deadlock, PortResult, RunReport};
 use crate::workload::{Message, Workload};
@@ -334,6 +334,8 @@ pub(crate) struct Flow {
     sharp: Option<u32>,
     /// Life-cycle state shared with the other fabric.
     life: Progress,
+    /// The sender's HCA port: where its posts are handled.
+    nic_port: u32,
 }
 
 driver::tracked_by_fields!(Flow);
@@ -396,6 +398,11 @@ pub struct Simulation {
     deadlock_check_pending: bool,
     /// A closed set of blocked VLs seen at the last check, with its ports' packet counts.
     deadlock_suspect: Option<(Vec<usize>, Vec<u64>)>,
+    /// Each event creator's next tie (see [`Ties`]).
+    ties: Ties,
+    /// The creator of what the current event's handler schedules: the port it is
+    /// handled at (a link's far end for an arrival, a sender's HCA for a post).
+    creator: u32,
 }
 
 impl Simulation {
@@ -480,10 +487,11 @@ impl Simulation {
                 qps: vec![VecDeque::new(); vls],
             })
             .collect();
+        let mut ties = Ties::new(ports.len(), "InfiniBand")?;
         let mut queue = EventQueue::new();
         let messages = &workload.messages;
         let mut lifecycle = Lifecycle::new(workload, &topo, cfg.hca_tx_latency);
-        driver::schedule_posts(&mut queue, lifecycle.initial_posts(messages));
+        let initial = lifecycle.initial_posts(messages);
         let sharp = workload
             .sharp_groups
             .iter()
@@ -515,6 +523,7 @@ impl Simulation {
                         .position(|r| r.contains(&(i as u32)))
                         .map(|g| g as u32),
                     life: Progress::new(m.start, workload.follows[i]),
+                    nic_port: topo.host_port(m.src).0,
                 }
             })
             .collect();
@@ -522,9 +531,10 @@ impl Simulation {
         let nports = topo.ports().len() as u64;
         for p in 0..nports {
             let phase = Time(cfg.credit_refresh.ps() * (p + 1) / nports.max(1));
-            queue.schedule(phase, Event::CreditRefresh { port: p as u32 });
+            let tie = ties.next(p as u32);
+            queue.schedule_tied(phase, tie, Event::CreditRefresh { port: p as u32 });
         }
-        Ok(Simulation {
+        let mut sim = Simulation {
             cfg,
             topo,
             routes,
@@ -561,7 +571,30 @@ impl Simulation {
             peak_packets_in_flight: 0,
             deadlock_check_pending: false,
             deadlock_suspect: None,
-        })
+            creator: ties.setup(),
+            ties,
+        };
+        <Simulation as MessageFabric>::schedule_posts(&mut sim, initial);
+        Ok(sim)
+    }
+
+    /// Schedules `event` at `at` as the current creator's next event.
+    fn schedule(&mut self, at: Time, event: Event) {
+        let tie = self.ties.next(self.creator);
+        self.state.queue.schedule_tied(at, tie, event);
+    }
+
+    /// The port an event is handled at, which creates what its handler schedules.
+    #[inline(always)]
+    fn creator_of(&self, event: &Event) -> u32 {
+        match *event {
+            Event::Transmitter { port, .. } | Event::CreditRefresh { port } => port,
+            Event::Arrival { port } => self.ports[port as usize].link.peer.0,
+            Event::Post { flow } | Event::LocalDone { flow } => {
+                self.state.flows[flow as usize].nic_port
+            }
+            Event::DeadlockCheck => self.ties.global(),
+        }
     }
 
     /// Keeps the packets `filter` selects, as they leave their source HCA.
@@ -587,6 +620,7 @@ impl Simulation {
         let Some((_, event)) = self.state.next_event() else {
             return;
         };
+        self.creator = self.creator_of(&event);
         self.prefetch_ahead();
         match event {
             Event::Transmitter { port, generation } => {
@@ -613,9 +647,7 @@ impl Simulation {
                 }
                 p.fc_sent_since_refresh = false;
                 let next = self.state.queue.now() + self.cfg.credit_refresh;
-                self.state
-                    .queue
-                    .schedule(next, Event::CreditRefresh { port });
+                self.schedule(next, Event::CreditRefresh { port });
                 self.try_transmit(PortId(port));
             }
             Event::DeadlockCheck => self.check_deadlock(),
@@ -649,6 +681,13 @@ impl Simulation {
         }
     }
 
+    /// Schedules the run-wide deadlock check at `at`.
+    fn schedule_check(&mut self, at: Time) {
+        self.deadlock_check_pending = true;
+        let tie = self.ties.next(self.ties.global());
+        (self.state.queue).schedule_tied(at, tie, Event::DeadlockCheck);
+    }
+
     /// The periodic deadlock check, while any port waits for credits.
     fn check_deadlock(&mut self) {
         self.deadlock_check_pending = false;
@@ -679,10 +718,7 @@ impl Simulation {
             None => self.deadlock_suspect = None,
         }
         if self.deadlock_suspect.is_some() || self.ports.iter().any(|p| p.stall_since != NEVER) {
-            self.deadlock_check_pending = true;
-            self.state
-                .queue
-                .schedule(now + self.cfg.deadlock_check, Event::DeadlockCheck);
+            self.schedule_check(now + self.cfg.deadlock_check);
         }
     }
 
@@ -807,18 +843,16 @@ impl Simulation {
         if blocked && p.stall_since == NEVER {
             p.stall_since = now;
             if !self.deadlock_check_pending {
-                self.deadlock_check_pending = true;
-                self.state
-                    .queue
-                    .schedule(now + self.cfg.deadlock_check, Event::DeadlockCheck);
+                self.schedule_check(now + self.cfg.deadlock_check);
             }
         }
+        let p = &mut self.ports[port.index()];
         if let Some(t) = wake {
             if t < p.wake_at {
                 p.generation += 1;
                 p.wake_at = t;
                 let generation = p.generation;
-                self.state.queue.schedule(
+                self.schedule(
                     t,
                     Event::Transmitter {
                         port: port.0,
@@ -841,7 +875,7 @@ impl Simulation {
         p.free_at = end;
         p.tx_bytes += bytes as u64;
         let arrival = end + spec.delay;
-        let was_idle = p.wire.push(&mut self.frames, slot, arrival);
+        p.wire.push(&mut self.frames, slot, arrival);
         if let Frame::Packet(pkt) = frame {
             p.busy = true;
             p.wake_at = NEVER;
@@ -854,7 +888,7 @@ impl Simulation {
             let generation = p.generation;
             self.add_load(port, 1);
             self.update_tx_credit(port, pkt.vl, |c| c.on_send(pkt.blocks()));
-            self.state.queue.schedule(
+            self.schedule(
                 end,
                 Event::Transmitter {
                     port: port.0,
@@ -862,11 +896,9 @@ impl Simulation {
                 },
             );
         }
-        if was_idle {
-            self.state
-                .queue
-                .schedule(arrival, Event::Arrival { port: port.0 });
-        }
+        // Every frame has its own arrival event, created here, so that its tie is the
+        // sender's whichever thread handles the far end.
+        self.schedule(arrival, Event::Arrival { port: port.0 });
     }
 
     /// Sends a switch egress port's next packet, chosen by VL arbitration and then
@@ -1063,12 +1095,7 @@ impl Simulation {
     fn arrive(&mut self, port: PortId) {
         let now = self.state.queue.now();
         let p = &mut self.ports[port.index()];
-        let (slot, next) = p.wire.pop(&mut self.frames);
-        if let Some(next) = next {
-            self.state
-                .queue
-                .schedule(next, Event::Arrival { port: port.0 });
-        }
+        let (slot, _) = p.wire.pop(&mut self.frames);
         let to = p.link.peer;
         match *self.frames.get(slot) {
             Frame::Credit { vl, fctbs, fccl } => {
@@ -1492,5 +1519,20 @@ impl MessageFabric for Simulation {
         let (src, vl) = (f.msg.src, f.vl as usize);
         self.hcas[src.index()].qps[vl].push_back(flow);
         self.try_transmit(self.topo.host_port(src));
+    }
+
+    fn schedule_local_done(&mut self, at: Time, flow: u32) {
+        self.schedule(at, Event::LocalDone { flow });
+    }
+
+    /// A post's tie is its message's index, so that it is the same whichever event (and
+    /// whichever thread) released it.
+    fn schedule_posts(&mut self, posts: Vec<(Time, u32)>) {
+        for (t, flow) in posts {
+            let tie = self.ties.post(flow);
+            self.state
+                .queue
+                .schedule_tied(t, tie, Event::Post { flow });
+        }
     }
 }

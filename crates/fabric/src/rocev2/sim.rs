@@ -3,7 +3,7 @@
 use super::config::RoceConfig;
 use crate::driver::{
     self, deadlock_hop, CaptureFilter, Lifecycle, LifecycleEvent, MessageFabric, Progress,
-    RunState, WaitGraph, Wire,
+    RunState, Ties, WaitGraph, Wire,
 };
 use crate::report::{Deadlock, DeadlockHop, PortResult, RunReport};
 use crate::workload::{Message, Workload};
@@ -190,9 +190,6 @@ const _: () = assert!(std::mem::offset_of!(PortState, red) == 192);
 
 /// "No time": no transmitter wake-up pending.
 const NEVER: Time = Time::MAX;
-
-/// Bits of a tie given to the creator's sequence number (the rest name the creator).
-const SEQ_BITS: u32 = 40;
 
 /// The lookahead of a run split over threads, which is also its window grid
 /// ([`RunState::grid`]): a frame sent at t reaches the far end of its link no sooner than
@@ -411,10 +408,8 @@ pub struct Simulation {
     ports: Vec<PortState>,
     buffers: Vec<SharedBuffer>,
     nics: Vec<Nic>,
-    /// Per event creator (every port, then the setup, the posts and the global checks),
-    /// the sequence number its next event takes: same-time events leave in (creator,
-    /// sequence) order, which does not depend on how a run is split over threads.
-    ties: Vec<u64>,
+    /// Each event creator's next tie (see [`Ties`]).
+    ties: Ties,
     /// The creator of what the current event's handler schedules: the port it is
     /// handled at (a link's far end for an arrival, a sender's NIC for a post).
     creator: u32,
@@ -526,13 +521,7 @@ impl Simulation {
                     .into(),
             );
         }
-        if ports.len() + 3 >= 1 << (64 - SEQ_BITS) {
-            return Err(format!(
-                "topology: {} ports; the RoCEv2 model orders same-time events by port and takes at most {}",
-                ports.len(),
-                (1u64 << (64 - SEQ_BITS)) - 4
-            ));
-        }
+        let ties = Ties::new(ports.len(), "RoCEv2")?;
         let messages = &workload.messages;
         let mut lifecycle = Lifecycle::new(workload, &topo, cfg.nic_tx_latency);
         let initial = lifecycle.initial_posts(messages);
@@ -563,7 +552,6 @@ impl Simulation {
                 }
             })
             .collect();
-        let creators = ports.len() + 3;
         let port_bytes = ports.len() * std::mem::size_of::<PortState>();
         let mut sim = Simulation {
             nics: vec![Nic::default(); topo.host_count() as usize],
@@ -587,7 +575,7 @@ impl Simulation {
             prefetch_deep: port_bytes > fabricsim_core::prefetch::WORTH_ABOVE_BYTES,
             ports,
             buffers,
-            ties: vec![0; creators],
+            ties,
             creator: 0,
             part,
             lookahead: grid,
@@ -608,7 +596,7 @@ impl Simulation {
             on_nic: Vec::new(),
             watchdog_trips: 0,
         };
-        sim.creator = sim.setup_creator();
+        sim.creator = sim.ties.setup();
         sim.state.queue.walk_ahead(sim.prefetch_deep);
         for storm in sim.cfg.pause_storms.clone() {
             if !sim.holds(sim.topo.host_port(storm.host).0) {
@@ -653,39 +641,16 @@ impl Simulation {
         self.lookahead
     }
 
-    /// The creator of the events set up before the run.
-    fn setup_creator(&self) -> u32 {
-        self.ports.len() as u32
-    }
-
-    /// The creator of posts: a post's tie is its message's index, whoever released it.
-    fn posts_creator(&self) -> u32 {
-        self.ports.len() as u32 + 1
-    }
-
-    /// The creator of the run-wide checks (deadlock, rate sampling): last at their time.
-    fn global_creator(&self) -> u32 {
-        self.ports.len() as u32 + 2
-    }
-
     /// Schedules `event` at `at` as the current creator's next event.
     fn schedule(&mut self, at: Time, event: Event) {
-        let tie = self.next_tie(self.creator);
+        let tie = self.ties.next(self.creator);
         self.state.queue.schedule_tied(at, tie, event);
     }
 
     /// Schedules a run-wide check at `at`.
     fn schedule_global(&mut self, at: Time, event: Event) {
-        let tie = self.next_tie(self.global_creator());
+        let tie = self.ties.next(self.ties.global());
         self.state.queue.schedule_tied(at, tie, event);
-    }
-
-    /// `creator`'s next tie: the creator, then its sequence number.
-    fn next_tie(&mut self, creator: u32) -> u64 {
-        let seq = &mut self.ties[creator as usize];
-        let tie = (creator as u64) << SEQ_BITS | *seq;
-        *seq += 1;
-        tie
     }
 
     /// The port an event is handled at, which creates what its handler schedules.
@@ -700,7 +665,7 @@ impl Simulation {
                 self.state.flows[flow as usize].nic_port
             }
             Event::Stall { host, .. } => self.topo.host_port(HostId(host)).0,
-            Event::DeadlockCheck | Event::SampleRates => self.global_creator(),
+            Event::DeadlockCheck | Event::SampleRates => self.ties.global(),
         }
     }
 
@@ -1351,7 +1316,7 @@ impl Simulation {
         // The end event finds nothing to send unless something is queued first, and all
         // that queues calls `try_transmit`: with nothing queued yet, its tie is kept and
         // the event itself deferred until then (a tenth of the incast's events).
-        let tie = self.next_tie(self.creator);
+        let tie = self.ties.next(self.creator);
         if self.has_work(port) {
             (self.state.queue).schedule_tied(
                 end,
@@ -1368,7 +1333,7 @@ impl Simulation {
         }
         // Every frame has its own arrival event, created here, so that its tie is the
         // sender's whichever thread handles the far end.
-        let tie = self.next_tie(self.creator);
+        let tie = self.ties.next(self.creator);
         if let Some(part) = &mut self.part {
             let far = part.owner[spec.peer.index()];
             if far != part.me {
@@ -2120,12 +2085,11 @@ impl MessageFabric for Simulation {
     /// A post's tie is its message's index, so that it is the same whichever event (and
     /// whichever thread) released it.
     fn schedule_posts(&mut self, posts: Vec<(Time, u32)>) {
-        let creator = (self.posts_creator() as u64) << SEQ_BITS;
         for (t, flow) in posts {
             if self.holds(self.state.flows[flow as usize].nic_port) {
                 self.state
                     .queue
-                    .schedule_tied(t, creator | flow as u64, Event::Post { flow });
+                    .schedule_tied(t, self.ties.post(flow), Event::Post { flow });
             }
         }
     }
