@@ -10,8 +10,8 @@ use fabricsim_core::units::HostId;
 use fabricsim_core::units::Time;
 use fabricsim_fabric::flow::{self, FlowConfig, FlowRouting, FlowWire};
 use fabricsim_fabric::infiniband::{self, CaptureFilter, Captured};
+pub use fabricsim_fabric::parallel::Trial;
 use fabricsim_fabric::report::RunReport;
-pub use fabricsim_fabric::rocev2::parallel::Trial;
 use fabricsim_fabric::rocev2::{self, CapturedFrame, RateSample};
 use fabricsim_fabric::workload::datapath::{self, PathedMessage};
 use fabricsim_fabric::workload::{build, build_with, Collective, Traffic, Training};
@@ -225,7 +225,7 @@ pub fn run_threaded(
                 Model::Roce(Box::new(roce))
             } else {
                 if threads > 1 && split.is_none() && progress {
-                    eprintln!("fabricsim: this run goes on one thread: fewer than {} events per window of its lookahead, too few to gain from threads", rocev2::parallel::MIN_EVENTS_PER_WINDOW);
+                    eprintln!("fabricsim: this run goes on one thread: fewer than {} events per window of its lookahead, too few to gain from threads", fabricsim_fabric::parallel::MIN_EVENTS_PER_WINDOW);
                 }
                 let mut roce = rocev2::Simulation::new(cfg, topo, &workload, scenario.stop_at)?;
                 if let Some(f) = capture {

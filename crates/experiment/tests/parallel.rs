@@ -10,8 +10,9 @@ use common::scenario;
 use fabricsim_core::units::Time;
 use fabricsim_experiment::runner::{self, Trial};
 use fabricsim_experiment::scenario::{FabricKind, Scenario};
+use fabricsim_fabric::parallel::MIN_EVENTS_PER_WINDOW;
 use fabricsim_fabric::report::RunReport;
-use fabricsim_fabric::rocev2::parallel::{events_per_window_ceiling, MIN_EVENTS_PER_WINDOW};
+use fabricsim_fabric::rocev2::parallel::events_per_window_ceiling;
 use fabricsim_fabric::workload::build_with;
 use std::path::Path;
 

@@ -13,6 +13,7 @@
 pub mod driver;
 pub mod flow;
 pub mod infiniband;
+pub mod parallel;
 pub mod report;
 pub mod rocev2;
 pub mod workload;

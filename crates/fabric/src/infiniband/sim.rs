@@ -1530,9 +1530,7 @@ impl MessageFabric for Simulation {
     fn schedule_posts(&mut self, posts: Vec<(Time, u32)>) {
         for (t, flow) in posts {
             let tie = self.ties.post(flow);
-            self.state
-                .queue
-                .schedule_tied(t, tie, Event::Post { flow });
+            self.state.queue.schedule_tied(t, tie, Event::Post { flow });
         }
     }
 }

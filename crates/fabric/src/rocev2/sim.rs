@@ -5,6 +5,7 @@ use crate::driver::{
     self, deadlock_hop, CaptureFilter, Lifecycle, LifecycleEvent, MessageFabric, Progress,
     RunState, Ties, WaitGraph, Wire,
 };
+use crate::parallel::{Check, Crossing, Part, SplitEnd, Splittable};
 use crate::report::{Deadlock, DeadlockHop, PortResult, RunReport};
 use crate::workload::{Message, Workload};
 use fabricsim_core::engine::EventQueue;
@@ -338,56 +339,6 @@ pub struct Audit {
     pub lost_frames: u64,
 }
 
-/// What one part of a run split over threads hands another at the end of a window.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Crossing {
-    /// A frame put on `port`'s link, whose far end the other part holds; it arrives at
-    /// `arrival`, and its arrival event has the sender's `tie`.
-    Frame {
-        port: u32,
-        frame: Frame,
-        arrival: Time,
-        tie: u64,
-    },
-    /// A message completed at `at` (its dependents may be sent from the other part).
-    Completed { flow: u32, at: Time },
-}
-
-/// What the coordinator of a split run saw, for [`Simulation::merge`].
-#[derive(Clone, Debug)]
-pub(crate) struct SplitEnd {
-    pub events: u64,
-    /// Windows run.
-    pub windows: u64,
-    /// The time of the run's last event.
-    pub now: Time,
-    pub in_flight: u64,
-    pub peak_in_flight: u64,
-    pub stop_at: Option<Time>,
-    pub stopped_by_time: bool,
-    pub deadlock: Option<Deadlock>,
-    /// The periodic rate samples, in time and then flow order.
-    pub samples: Vec<RateSample>,
-}
-
-/// This run's share when it is split over threads (see `super::parallel`): the ports it
-/// holds, and what it hands the coordinator at each window's end.
-#[derive(Clone, Debug)]
-pub(crate) struct Part {
-    pub me: u16,
-    /// Each port's part.
-    pub owner: std::sync::Arc<[u16]>,
-    /// What goes to each part by the window's end.
-    pub outbox: Vec<Vec<Crossing>>,
-    /// Changes of the packets in flight, (time, tie of the event, change), in event
-    /// order: the coordinator merges the parts' to find the run's peak.
-    pub in_flight: Vec<(Time, u64, i64)>,
-    /// The deadlock check a PAUSE arriving here asked for in this window.
-    pub check_at: Option<Time>,
-    /// The tie of the event behind each of this part's rate cuts (`rates` holds them).
-    pub rate_ties: Vec<u64>,
-}
-
 /// A running RoCEv2 fabric.
 pub struct Simulation {
     cfg: RoceConfig,
@@ -414,7 +365,9 @@ pub struct Simulation {
     /// handled at (a link's far end for an arrival, a sender's NIC for a post).
     creator: u32,
     /// This run's share when it is split over threads.
-    part: Option<Part>,
+    part: Option<Part<Frame>>,
+    /// A part's tie of the event behind each of its rate cuts (`rates` holds them).
+    rate_ties: Vec<u64>,
     /// See [`lookahead`].
     lookahead: Time,
     /// A split run's events and end, once its parts are merged back into one.
@@ -457,7 +410,7 @@ impl Simulation {
         cfg: RoceConfig,
         topo: Topology,
         workload: &Workload,
-        part: Part,
+        part: Part<Frame>,
     ) -> Result<Self, String> {
         Self::build(cfg, topo, workload, None, Some(part))
     }
@@ -467,7 +420,7 @@ impl Simulation {
         topo: Topology,
         workload: &Workload,
         stop_at: Option<Time>,
-        part: Option<Part>,
+        part: Option<Part<Frame>>,
     ) -> Result<Self, String> {
         if cfg.mtu > MAX_MTU {
             return Err(format!(
@@ -578,6 +531,7 @@ impl Simulation {
             ties,
             creator: 0,
             part,
+            rate_ties: Vec::new(),
             lookahead: grid,
             merged_end: None,
             windows: 0,
@@ -631,14 +585,7 @@ impl Simulation {
     /// run that another part holds the port in.
     #[inline(always)]
     fn holds(&self, port: u32) -> bool {
-        self.part
-            .as_ref()
-            .is_none_or(|p| p.owner[port as usize] == p.me)
-    }
-
-    /// The lookahead of this run, and its window grid (see [`lookahead`]).
-    pub(crate) fn lookahead(&self) -> Time {
-        self.lookahead
+        self.part.as_ref().is_none_or(|p| p.holds(port))
     }
 
     /// Schedules `event` at `at` as the current creator's next event.
@@ -797,117 +744,6 @@ impl Simulation {
         }
     }
 
-    /// The run's parts, once every one has finished, as one run: each port and each
-    /// message end from the part that holds them (a message's receiver side from its
-    /// receiver's part), counters summed; `end` is what the coordinator saw.
-    pub(crate) fn merge(mut parts: Vec<Simulation>, end: SplitEnd) -> Simulation {
-        let owner = parts[0].part.as_ref().expect("a part").owner.clone();
-        let ports: Vec<PortState> = (0..owner.len())
-            .map(|i| parts[owner[i] as usize].ports[i].clone())
-            .collect();
-        let flows: Vec<Flow> = (parts[0].state.flows.iter().enumerate())
-            .map(|(i, f)| {
-                let dst = parts[0].topo.host_port(f.msg.dst).index();
-                let receiver = &parts[owner[dst] as usize].state.flows[i];
-                let mut flow = parts[owner[f.nic_port as usize] as usize].state.flows[i].clone();
-                flow.receiver = receiver.receiver.clone();
-                flow.last_cnp = receiver.last_cnp;
-                flow.life.finish = receiver.life.finish;
-                flow.life.delivered_bytes = receiver.life.delivered_bytes;
-                flow
-            })
-            .collect();
-        // Rate records in the order one thread makes them: by time, a time's cuts in the
-        // order of their events, then that time's periodic samples (a run-wide event,
-        // last at its time) in flow order.
-        let mut rates: Vec<(Time, u64, RateSample)> = Vec::new();
-        for p in &parts {
-            let ties = &p.part.as_ref().expect("a part").rate_ties;
-            rates.extend(p.rates.iter().zip(ties).map(|(r, &t)| (r.time, t, *r)));
-        }
-        rates.extend(end.samples.iter().map(|r| (r.time, u64::MAX, *r)));
-        rates.sort_by_key(|&(t, tie, _)| (t, tie));
-        let sum = |count: fn(&Simulation) -> u64| parts.iter().map(count).sum::<u64>();
-        let drops = sum(|p| p.drops);
-        let lost_payload = sum(|p| p.lost_payload);
-        let retransmitted = sum(|p| p.retransmitted);
-        let cnps = sum(|p| p.cnps);
-        let naks = sum(|p| p.naks);
-        let timeouts = sum(|p| p.timeouts);
-        let completed = sum(|p| p.state.lifecycle.completed as u64) as usize;
-        // Part 0 becomes the run: its own state replaced by the merged one, with no
-        // frames or events left (a merged run is over).
-        let mut merged = parts.swap_remove(0);
-        merged.drops = drops;
-        merged.lost_payload = lost_payload;
-        merged.retransmitted = retransmitted;
-        merged.cnps = cnps;
-        merged.naks = naks;
-        merged.timeouts = timeouts;
-        merged.state.lifecycle.completed = completed;
-        merged.ports = ports;
-        merged.state.flows = flows;
-        merged.rates = rates.into_iter().map(|(.., r)| r).collect();
-        merged.frames = Pool::default();
-        merged.state.queue = EventQueue::new();
-        merged.part = None;
-        merged.peak_packets_in_flight = end.peak_in_flight;
-        merged.packets_in_flight = end.in_flight;
-        merged.state.stop_at = end.stop_at;
-        merged.state.stopped_by_time = end.stopped_by_time;
-        merged.state.deadlock = end.deadlock;
-        merged.merged_end = Some((end.events, end.now));
-        merged.windows = end.windows;
-        merged
-    }
-
-    /// This part's share of its split run.
-    pub(crate) fn part_mut(&mut self) -> &mut Part {
-        self.part.as_mut().expect("a part")
-    }
-
-    /// The time of this part's next event, if any.
-    pub(crate) fn peek_time(&mut self) -> Option<Time> {
-        self.state.queue.peek_time()
-    }
-
-    /// Events this part has handled.
-    pub(crate) fn popped(&self) -> u64 {
-        self.state.queue.popped()
-    }
-
-    /// Messages this part has completed (at their senders).
-    pub(crate) fn completed(&self) -> usize {
-        self.state.lifecycle.completed
-    }
-
-    pub(crate) fn message_count(&self) -> usize {
-        self.state.flows.len()
-    }
-
-    pub(crate) fn set_deadlock_check_pending(&mut self, pending: bool) {
-        self.deadlock_check_pending = pending;
-    }
-
-    /// The deadlock check's interval.
-    pub(crate) fn deadlock_check_interval(&self) -> Time {
-        self.cfg.deadlock_check
-    }
-
-    /// The rate-sampling interval, if rates are recorded.
-    pub(crate) fn rate_sampling(&self) -> Option<Time> {
-        self.cfg.record_rates.then_some(self.cfg.rate_sample)
-    }
-
-    /// The periodic rate samples at `now` of this part's messages on their NICs, in flow
-    /// order, taken out of its rates (a part keeps only its rate cuts, whose ties it
-    /// knows).
-    pub(crate) fn take_rate_samples(&mut self, now: Time) -> Vec<RateSample> {
-        let from = self.rates.len();
-        self.sample_on_nic(now);
-        self.rates.split_off(from)
-    }
-
     /// Payload bytes a flow's receiver has placed so far.
     pub fn flow_delivered(&self, flow: usize) -> u64 {
         self.state.flows[flow].life.delivered_bytes
@@ -1001,44 +837,6 @@ impl Simulation {
     fn handle_event(&mut self) {
         if let Some((now, event)) = self.state.next_event() {
             self.handle(now, event);
-        }
-    }
-
-    /// A part of a split run: handles what another part handed it, then every event
-    /// before `end`.
-    pub(crate) fn run_window(&mut self, inbox: impl IntoIterator<Item = Crossing>, end: Time) {
-        for c in inbox {
-            self.accept(c);
-        }
-        while let Some((now, event)) = self.state.queue.pop_until(Time(end.ps() - 1)) {
-            self.handle(now, event);
-        }
-    }
-
-    /// Takes in what another part of a split run handed over: at a window's start (its
-    /// frames), or from the coordinator between windows (completions, so that the posts
-    /// they release are known before it picks the next window).
-    pub(crate) fn accept(&mut self, crossing: Crossing) {
-        match crossing {
-            Crossing::Frame {
-                port,
-                frame,
-                arrival,
-                tie,
-            } => {
-                let slot = self.frames.alloc(frame);
-                self.ports[port as usize]
-                    .wire
-                    .push(&mut self.frames, slot, arrival);
-                self.state
-                    .queue
-                    .schedule_tied(arrival, tie, Event::Arrival { port });
-            }
-            Crossing::Completed { flow, at } => {
-                let s = &mut self.state;
-                let posts = s.lifecycle.release(&mut s.flows, flow, at);
-                <Self as MessageFabric>::schedule_posts(self, posts);
-            }
         }
     }
 
@@ -1816,8 +1614,8 @@ impl Simulation {
                 let flow = &mut self.state.flows[fid as usize];
                 flow.rp.advance(now, &d.params);
                 if flow.rp.on_cnp(now, &d.params) && self.cfg.record_rates {
-                    if let Some(part) = &mut self.part {
-                        part.rate_ties.push(self.state.queue.now_tie());
+                    if self.part.is_some() {
+                        self.rate_ties.push(self.state.queue.now_tie());
                     }
                     self.rates.push(RateSample {
                         time: now,
@@ -2028,6 +1826,179 @@ impl Simulation {
             deadlock: self.state.deadlock.clone(),
             pfc_cycles: self.pfc_cycles.clone(),
         }
+    }
+}
+
+impl Splittable for Simulation {
+    type Frame = Frame;
+    type Sample = RateSample;
+    type CheckMemory = ();
+
+    fn part_mut(&mut self) -> &mut Part<Frame> {
+        self.part.as_mut().expect("a part")
+    }
+
+    /// The lookahead of this run, and its window grid (see [`lookahead`]).
+    fn lookahead(&self) -> Time {
+        self.lookahead
+    }
+
+    fn message_count(&self) -> usize {
+        self.state.flows.len()
+    }
+
+    fn deadlock_check_interval(&self) -> Time {
+        self.cfg.deadlock_check
+    }
+
+    /// The rate-sampling interval, if rates are recorded.
+    fn sampling(&self) -> Option<Time> {
+        self.cfg.record_rates.then_some(self.cfg.rate_sample)
+    }
+
+    fn run_window(&mut self, inbox: Vec<Crossing<Frame>>, end: Time) {
+        for c in inbox {
+            self.accept(c);
+        }
+        while let Some((now, event)) = self.state.queue.pop_until(Time(end.ps() - 1)) {
+            self.handle(now, event);
+        }
+    }
+
+    fn accept(&mut self, crossing: Crossing<Frame>) {
+        match crossing {
+            Crossing::Frame {
+                port,
+                frame,
+                arrival,
+                tie,
+            } => {
+                let slot = self.frames.alloc(frame);
+                self.ports[port as usize]
+                    .wire
+                    .push(&mut self.frames, slot, arrival);
+                self.state
+                    .queue
+                    .schedule_tied(arrival, tie, Event::Arrival { port });
+            }
+            Crossing::Completed { flow, at } => {
+                let s = &mut self.state;
+                let posts = s.lifecycle.release(&mut s.flows, flow, at);
+                <Self as MessageFabric>::schedule_posts(self, posts);
+            }
+        }
+    }
+
+    fn peek_time(&mut self) -> Option<Time> {
+        self.state.queue.peek_time()
+    }
+
+    fn popped(&self) -> u64 {
+        self.state.queue.popped()
+    }
+
+    fn clock(&self) -> Time {
+        self.state.queue.now()
+    }
+
+    fn completed(&self) -> usize {
+        self.state.lifecycle.completed
+    }
+
+    fn set_deadlock_check_pending(&mut self, pending: bool) {
+        self.deadlock_check_pending = pending;
+    }
+
+    /// A deadlock stops the run; the check goes on while any switch egress is paused.
+    fn check_deadlock(parts: &[&Self], now: Time, _: &mut ()) -> Check {
+        if let Some(cycle) = Self::find_deadlock(parts, now) {
+            Check::Deadlock(cycle)
+        } else if Self::any_switch_paused(parts, now) {
+            Check::Again
+        } else {
+            Check::Clear
+        }
+    }
+
+    /// Every part's messages on their NICs, in flow order (a part keeps only its rate
+    /// cuts, whose ties it knows).
+    fn take_samples(parts: &mut [&mut Self], now: Time) -> Vec<RateSample> {
+        let mut taken = Vec::new();
+        for p in parts.iter_mut() {
+            let from = p.rates.len();
+            p.sample_on_nic(now);
+            taken.extend(p.rates.split_off(from));
+        }
+        taken.sort_by_key(|r| r.flow);
+        taken
+    }
+
+    /// The run's parts, once every one has finished, as one run: each port and each
+    /// message end from the part that holds them (a message's receiver side from its
+    /// receiver's part), counters summed; `end` is what the coordinator saw.
+    fn merge(mut parts: Vec<Simulation>, end: SplitEnd<RateSample>) -> Simulation {
+        let owner = parts[0].part.as_ref().expect("a part").owner.clone();
+        let ports: Vec<PortState> = (0..owner.len())
+            .map(|i| parts[owner[i] as usize].ports[i].clone())
+            .collect();
+        let flows: Vec<Flow> = (parts[0].state.flows.iter().enumerate())
+            .map(|(i, f)| {
+                let dst = parts[0].topo.host_port(f.msg.dst).index();
+                let receiver = &parts[owner[dst] as usize].state.flows[i];
+                let mut flow = parts[owner[f.nic_port as usize] as usize].state.flows[i].clone();
+                flow.receiver = receiver.receiver.clone();
+                flow.last_cnp = receiver.last_cnp;
+                flow.life.finish = receiver.life.finish;
+                flow.life.delivered_bytes = receiver.life.delivered_bytes;
+                flow
+            })
+            .collect();
+        // Rate records in the order one thread makes them: by time, a time's cuts in the
+        // order of their events, then that time's periodic samples (a run-wide event,
+        // last at its time) in flow order.
+        let mut rates: Vec<(Time, u64, RateSample)> = Vec::new();
+        for p in &parts {
+            rates.extend(
+                p.rates
+                    .iter()
+                    .zip(&p.rate_ties)
+                    .map(|(r, &t)| (r.time, t, *r)),
+            );
+        }
+        rates.extend(end.samples.iter().map(|r| (r.time, u64::MAX, *r)));
+        rates.sort_by_key(|&(t, tie, _)| (t, tie));
+        let sum = |count: fn(&Simulation) -> u64| parts.iter().map(count).sum::<u64>();
+        let drops = sum(|p| p.drops);
+        let lost_payload = sum(|p| p.lost_payload);
+        let retransmitted = sum(|p| p.retransmitted);
+        let cnps = sum(|p| p.cnps);
+        let naks = sum(|p| p.naks);
+        let timeouts = sum(|p| p.timeouts);
+        let completed = sum(|p| p.state.lifecycle.completed as u64) as usize;
+        // Part 0 becomes the run: its own state replaced by the merged one, with no
+        // frames or events left (a merged run is over).
+        let mut merged = parts.swap_remove(0);
+        merged.drops = drops;
+        merged.lost_payload = lost_payload;
+        merged.retransmitted = retransmitted;
+        merged.cnps = cnps;
+        merged.naks = naks;
+        merged.timeouts = timeouts;
+        merged.state.lifecycle.completed = completed;
+        merged.ports = ports;
+        merged.state.flows = flows;
+        merged.rates = rates.into_iter().map(|(.., r)| r).collect();
+        merged.frames = Pool::default();
+        merged.state.queue = EventQueue::new();
+        merged.part = None;
+        merged.peak_packets_in_flight = end.peak_in_flight;
+        merged.packets_in_flight = end.in_flight;
+        merged.state.stop_at = end.stop_at;
+        merged.state.stopped_by_time = end.stopped_by_time;
+        merged.state.deadlock = end.deadlock;
+        merged.merged_end = Some((end.events, end.now));
+        merged.windows = end.windows;
+        merged
     }
 }
 

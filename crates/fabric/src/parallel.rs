@@ -1,0 +1,589 @@
+//! One packet-level run split over threads: a conservative parallel engine, shared by
+//! the InfiniBand and RoCEv2 models ([`Splittable`]).
+//!
+//! The topology is cut into parts along servers (each server's hosts together, servers
+//! in contiguous blocks, so a fat-tree splits along pods), each switch going with most
+//! of its already placed neighbours (ties dealt round the parts). Every part keeps the
+//! whole model but handles only the events of the ports it holds. Time advances in
+//! windows of the model's lookahead, on a grid from zero (see
+//! [`RunState::grid`](crate::driver::RunState)): whatever one part does to another
+//! happens at least a lookahead later (a frame crossing a cut link arrives a link delay
+//! plus a serialisation after it left; a completion posts a dependent in another server
+//! a NIC latency later), so within a window the parts run alone, and at its end they hand
+//! over frames and completions. The run-wide deadlock check (and RoCEv2's rate sample)
+//! runs between windows, on every part's ports, at its own time.
+//!
+//! Results are identical for any number of parts: events are ordered by (time, creator,
+//! the creator's sequence) ([`Ties`](crate::driver::Ties)), which does not depend on the
+//! cut; the peak of packets in flight is found by merging the parts' changes in that
+//! order; and a run ends at the grid line after its last completion, as it does on one
+//! thread.
+
+use crate::driver::grid_line_after;
+use crate::report::{Deadlock, DeadlockHop};
+use fabricsim_core::topology::{NodeKind, Topology};
+use fabricsim_core::units::{NodeId, Time};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// What one part of a run split over threads hands another at the end of a window.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Crossing<F> {
+    /// A frame put on `port`'s link, whose far end the other part holds; it arrives at
+    /// `arrival`, and its arrival event has the sender's `tie`.
+    Frame {
+        port: u32,
+        frame: F,
+        arrival: Time,
+        tie: u64,
+    },
+    /// A message completed at `at` (its dependents may be sent from the other part).
+    Completed { flow: u32, at: Time },
+}
+
+/// A model's share of a run split over threads: the ports it holds, and what it hands the
+/// coordinator at each window's end.
+#[derive(Clone, Debug)]
+pub(crate) struct Part<F> {
+    pub me: u16,
+    /// Each port's part.
+    pub owner: Arc<[u16]>,
+    /// What goes to each part by the window's end.
+    pub outbox: Vec<Vec<Crossing<F>>>,
+    /// Changes of the packets in flight, (time, tie of the event, change), in event
+    /// order: the coordinator merges the parts' to find the run's peak.
+    pub in_flight: Vec<(Time, u64, i64)>,
+    /// The deadlock check asked for in this window (by a PAUSE arriving, or a credit
+    /// stall).
+    pub check_at: Option<Time>,
+}
+
+impl<F> Part<F> {
+    /// Part `me` of `parts`, with each port's part in `owner`.
+    pub fn new(me: usize, parts: usize, owner: Arc<[u16]>) -> Self {
+        Part {
+            me: me as u16,
+            owner,
+            outbox: (0..parts).map(|_| Vec::new()).collect(),
+            in_flight: Vec::new(),
+            check_at: None,
+        }
+    }
+
+    /// Whether this part holds `port`.
+    pub fn holds(&self, port: u32) -> bool {
+        self.owner[port as usize] == self.me
+    }
+}
+
+/// What the coordinator of a split run saw, for [`Splittable::merge`].
+#[derive(Clone, Debug)]
+pub(crate) struct SplitEnd<S> {
+    pub events: u64,
+    /// Windows run.
+    pub windows: u64,
+    /// The time of the run's last event.
+    pub now: Time,
+    pub in_flight: u64,
+    pub peak_in_flight: u64,
+    pub stop_at: Option<Time>,
+    pub stopped_by_time: bool,
+    pub deadlock: Option<Deadlock>,
+    /// The periodic samples, in time and then flow order.
+    pub samples: Vec<S>,
+}
+
+/// What the run-wide deadlock check found.
+pub(crate) enum Check {
+    /// A deadlock: the run stops.
+    Deadlock(Vec<DeadlockHop>),
+    /// None yet, but the check must run again an interval later.
+    Again,
+    /// Nothing to watch: the check stops until something asks for it again.
+    Clear,
+}
+
+/// A packet model whose run can be split over threads: each part a whole model that
+/// handles only its ports' events, hands over [`Crossing`]s and logs its [`Part`].
+pub(crate) trait Splittable: Sized + Send {
+    /// A frame on a link.
+    type Frame: Copy + Send;
+    /// A periodic run-wide sample (RoCEv2's rates).
+    type Sample: Send;
+    /// What the deadlock check keeps from one run to the next.
+    type CheckMemory: Default;
+
+    /// This part's share of its split run.
+    fn part_mut(&mut self) -> &mut Part<Self::Frame>;
+    /// The run's lookahead, which is also its window grid.
+    fn lookahead(&self) -> Time;
+    fn message_count(&self) -> usize;
+    /// The deadlock check's interval.
+    fn deadlock_check_interval(&self) -> Time;
+    /// The interval of the periodic samples, if the run takes them.
+    fn sampling(&self) -> Option<Time>;
+    /// Handles what another part handed over, then every event before `end`.
+    fn run_window(&mut self, inbox: Vec<Crossing<Self::Frame>>, end: Time);
+    /// Takes in what another part handed over: at a window's start (its frames), or from
+    /// the coordinator between windows (completions, so that the posts they release are
+    /// known before it picks the next window).
+    fn accept(&mut self, crossing: Crossing<Self::Frame>);
+    /// The time of this part's next event, if any.
+    fn peek_time(&mut self) -> Option<Time>;
+    /// Events this part has handled.
+    fn popped(&self) -> u64;
+    /// The time of this part's last event.
+    fn clock(&self) -> Time;
+    /// Messages this part has completed (at their senders).
+    fn completed(&self) -> usize;
+    fn set_deadlock_check_pending(&mut self, pending: bool);
+    /// The run-wide deadlock check at `now`, over every part's ports.
+    fn check_deadlock(parts: &[&Self], now: Time, memory: &mut Self::CheckMemory) -> Check;
+    /// The periodic samples at `now` of every part, in the order one thread takes them.
+    fn take_samples(parts: &mut [&mut Self], now: Time) -> Vec<Self::Sample>;
+    /// The parts, once every one has finished, as one run.
+    fn merge(parts: Vec<Self>, end: SplitEnd<Self::Sample>) -> Self;
+}
+
+/// Each node's part, for `parts` parts: hosts by server in contiguous blocks of servers,
+/// then switches nearest the hosts first, each to the part most of its placed neighbours
+/// are in (ties dealt round the parts in switch order).
+pub fn cut(topo: &Topology, parts: usize) -> Vec<u16> {
+    let nodes = topo.nodes();
+    let hosts = topo.host_count() as usize;
+    let per_server = topo.gpus_per_node().max(1) as usize;
+    let servers = hosts.div_ceil(per_server);
+    let mut part: Vec<Option<u16>> = vec![None; nodes.len()];
+    for (n, kind) in nodes.iter().enumerate() {
+        if let NodeKind::Host(h) = kind {
+            let server = h.index() / per_server;
+            part[n] = Some((server * parts / servers) as u16);
+        }
+    }
+    let neighbours = |n: usize| {
+        topo.node_ports(NodeId(n as u32))
+            .iter()
+            .map(|&p| topo.port(topo.port(p).peer).node.index())
+    };
+    let mut dealt = 0usize;
+    loop {
+        // The switches next to a placed node, in order; placed together, as one tier.
+        let tier: Vec<usize> = (0..nodes.len())
+            .filter(|&n| part[n].is_none() && neighbours(n).any(|m| part[m].is_some()))
+            .collect();
+        if tier.is_empty() {
+            break;
+        }
+        let placed: Vec<(usize, u16)> = tier
+            .iter()
+            .map(|&n| {
+                let mut count = vec![0usize; parts];
+                for m in neighbours(n) {
+                    if let Some(k) = part[m] {
+                        count[k as usize] += 1;
+                    }
+                }
+                let most = *count.iter().max().expect("at least one part");
+                let tied: Vec<usize> = (0..parts).filter(|&k| count[k] == most).collect();
+                let k = if tied.len() == 1 {
+                    tied[0]
+                } else {
+                    dealt += 1;
+                    tied[(dealt - 1) % tied.len()]
+                };
+                (n, k as u16)
+            })
+            .collect();
+        for (n, k) in placed {
+            part[n] = Some(k);
+        }
+    }
+    part.into_iter().map(|k| k.unwrap_or(0)).collect()
+}
+
+/// Spins before a barrier's waiter yields its core: a few microseconds, about what the
+/// other threads of a dense run take to arrive (a waiter that yields sooner gives up
+/// its core for a scheduler tick when another process wants it; one that spins longer
+/// starves threads that share its core).
+const SPINS: u32 = 256;
+
+/// A barrier that spins briefly, then yields: a window's end costs about a microsecond
+/// when every thread has a core.
+struct SpinBarrier {
+    threads: usize,
+    arrived: AtomicUsize,
+    generation: AtomicUsize,
+}
+
+impl SpinBarrier {
+    fn new(threads: usize) -> Self {
+        SpinBarrier {
+            threads,
+            arrived: AtomicUsize::new(0),
+            generation: AtomicUsize::new(0),
+        }
+    }
+
+    fn wait(&self) {
+        let generation = self.generation.load(Ordering::Acquire);
+        if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.threads {
+            self.arrived.store(0, Ordering::Relaxed);
+            self.generation.fetch_add(1, Ordering::Release);
+            return;
+        }
+        let mut spins = 0u32;
+        while self.generation.load(Ordering::Acquire) == generation {
+            if spins < SPINS {
+                std::hint::spin_loop();
+                spins += 1;
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// A part, locked for its thread's window or the coordinator's step.
+fn lock<M>(m: &Mutex<M>) -> MutexGuard<'_, M> {
+    m.lock().expect("a part's thread panicked")
+}
+
+/// An inbox's crossings, leaving it empty.
+fn take<F>(m: &Mutex<Vec<Crossing<F>>>) -> Vec<Crossing<F>> {
+    std::mem::take(&mut *m.lock().expect("a part's thread panicked"))
+}
+
+/// What the coordinator keeps between windows.
+struct Coordinator<M: Splittable> {
+    grid: Time,
+    stop_at: Option<Time>,
+    messages: usize,
+    check_interval: Time,
+    /// The pending deadlock check's time.
+    check_at: Option<Time>,
+    /// The rate-sampling interval (rates recorded), and the next sample's time.
+    sampling: Option<Time>,
+    sample_at: Option<Time>,
+    /// Which of the check and the sample, when both fall at one time, was scheduled
+    /// first (and so runs first): their sequence numbers as one thread gives them.
+    check_seq: u64,
+    sample_seq: u64,
+    next_seq: u64,
+    samples: Vec<M::Sample>,
+    /// What the deadlock check keeps between its runs.
+    memory: M::CheckMemory,
+    events_outside: u64,
+    last_global: Time,
+    in_flight: u64,
+    peak_in_flight: u64,
+    drain_until: Option<Time>,
+    deadlock: Option<Deadlock>,
+    stopped_by_time: bool,
+}
+
+impl<M: Splittable> Coordinator<M> {
+    /// The window step, with every part in hand: hands over what crossed (frames to the
+    /// receiving part's inbox, completions applied at once), merges the packets in
+    /// flight, notes the last completion, runs the deadlock check due at the window's
+    /// end, takes new check requests; then picks the next window's end, or finishes.
+    fn step(
+        &mut self,
+        parts: &mut [&mut M],
+        inboxes: &mut [Vec<Crossing<M::Frame>>],
+        window_end: Option<Time>,
+    ) -> Option<Time> {
+        let n = parts.len();
+        let mut changes: Vec<(Time, u64, i64)> = Vec::new();
+        for a in 0..n {
+            let part = parts[a].part_mut();
+            changes.append(&mut part.in_flight);
+            let outbox = std::mem::take(&mut part.outbox);
+            let mut emptied = Vec::with_capacity(n);
+            for (b, mut out) in outbox.into_iter().enumerate() {
+                for c in out.drain(..) {
+                    match c {
+                        Crossing::Frame { .. } => inboxes[b].push(c),
+                        Crossing::Completed { .. } => parts[b].accept(c),
+                    }
+                }
+                emptied.push(out);
+            }
+            parts[a].part_mut().outbox = emptied;
+        }
+        // Each part's changes are in event order; equal keys come from one event of one
+        // part, whose order the stable sort keeps.
+        changes.sort_by_key(|&(t, tie, _)| (t, tie));
+        for (_, _, change) in changes {
+            self.in_flight = self.in_flight.wrapping_add_signed(change);
+            self.peak_in_flight = self.peak_in_flight.max(self.in_flight);
+        }
+        if let Some(end) = window_end {
+            let last = Time(end.ps() - 1);
+            let completed: usize = parts.iter().map(|p| p.completed()).sum();
+            if self.drain_until.is_none() && completed == self.messages {
+                self.drain_until = Some(grid_line_after(last, self.grid));
+            }
+            // A check asked for in the window (only while none was pending) was
+            // scheduled by an event before the run-wide ones due at its end.
+            if self.check_at.is_none() {
+                self.check_at = (parts.iter_mut())
+                    .filter_map(|p| p.part_mut().check_at)
+                    .min();
+                if self.check_at.is_some() {
+                    self.check_seq = self.take_seq();
+                }
+            }
+            // The run-wide events due at the window's end, in the order they were
+            // scheduled.
+            let check_due = self.check_at == Some(last);
+            let sample_due = self.sample_at == Some(last);
+            let sample_first = sample_due && (!check_due || self.sample_seq < self.check_seq);
+            if sample_first {
+                self.run_sample(parts, inboxes, last);
+            }
+            if check_due && self.run_check(parts, last) {
+                return None;
+            }
+            if sample_due && !sample_first {
+                self.run_sample(parts, inboxes, last);
+            }
+        }
+        for p in parts.iter_mut() {
+            p.part_mut().check_at = None;
+            p.set_deadlock_check_pending(self.check_at.is_some());
+        }
+        if let (None, Some(interval)) = (window_end, self.sampling) {
+            // The first sample, scheduled before the run as on one thread.
+            self.sample_at = (self.messages > 0).then_some(interval);
+            self.sample_seq = self.take_seq();
+        }
+        // The next window: from the earliest pending event to the next grid line, the
+        // deadlock check, `stop_at` or the end of the drain, whichever is first.
+        let arrivals = inboxes.iter().flatten().filter_map(|c| match c {
+            Crossing::Frame { arrival, .. } => Some(*arrival),
+            Crossing::Completed { .. } => None,
+        });
+        let start = (parts.iter_mut())
+            .filter_map(|p| p.peek_time())
+            .chain(arrivals)
+            .chain(self.check_at)
+            .chain(self.sample_at)
+            .min()?;
+        if let Some(d) = self.drain_until {
+            if start >= d && self.stop_at.is_none_or(|s| d.ps() - 1 < s.ps()) {
+                return None;
+            }
+        }
+        if let Some(stop) = self.stop_at {
+            if start > stop {
+                self.stopped_by_time = true;
+                return None;
+            }
+        }
+        let mut end = grid_line_after(start, self.grid);
+        if let Some(d) = self.drain_until {
+            end = end.min(d);
+        }
+        for t in [self.check_at, self.sample_at].into_iter().flatten() {
+            end = end.min(Time(t.ps() + 1));
+        }
+        if let Some(stop) = self.stop_at {
+            end = end.min(Time(stop.ps() + 1));
+        }
+        Some(end)
+    }
+}
+
+/// Windows a split run looks at before judging whether splitting pays.
+const TRIAL_WINDOWS: u64 = 1024;
+
+/// How long (wall time) a split run may still give up: what it has done is lost when it
+/// does, so this bounds the loss.
+const TRIAL_WALL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Fewest events per window, on average over the trial, for a split run to go on: each
+/// window costs two barriers and the coordinator's step, a few microseconds here. On this
+/// 2-core machine a 2 MB permutation on a k=8 fat-tree (61 events a window) ran 0.10 s on
+/// one thread and 0.06-0.09 s on two; a ring all-reduce over 128 GPUs in 16 servers (22)
+/// 8.3 s and 11.2 s; a 127:1 incast (6) 0.08 s and 0.20 s (BENCHMARKS.md).
+pub const MIN_EVENTS_PER_WINDOW: u64 = 40;
+
+/// How a split run decides whether to go on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trial {
+    /// Split whatever the run's density.
+    Always,
+    /// Give up if, from [`TRIAL_WINDOWS`] windows on and within [`TRIAL_WALL`], the
+    /// windows so far held fewer than [`MIN_EVENTS_PER_WINDOW`] events each on average
+    /// (the caller then runs it on one thread; the results are the same).
+    GiveUpIfSparse,
+}
+
+impl<M: Splittable> Coordinator<M> {
+    /// The next sequence number of a run-wide event.
+    fn take_seq(&mut self) -> u64 {
+        self.next_seq += 1;
+        self.next_seq
+    }
+
+    /// The deadlock check at `now` over every part; true if it found a deadlock (the run
+    /// stops). It re-arms while any switch egress is paused.
+    fn run_check(&mut self, parts: &mut [&mut M], now: Time) -> bool {
+        self.check_at = None;
+        self.events_outside += 1;
+        self.last_global = now;
+        let view: Vec<&M> = parts.iter().map(|p| &**p).collect();
+        match M::check_deadlock(&view, now, &mut self.memory) {
+            Check::Deadlock(cycle) => {
+                self.deadlock = Some(Deadlock { at: now, cycle });
+                return true;
+            }
+            Check::Again => {
+                self.check_at = Some(now + self.check_interval);
+                self.check_seq = self.take_seq();
+            }
+            Check::Clear => {}
+        }
+        false
+    }
+
+    /// The periodic rate sample at `now`: every part's messages on their NICs, in flow
+    /// order. It re-arms while anything else is pending, as on one thread.
+    fn run_sample(&mut self, parts: &mut [&mut M], inboxes: &[Vec<Crossing<M::Frame>>], now: Time) {
+        self.sample_at = None;
+        self.events_outside += 1;
+        self.last_global = now;
+        self.samples.extend(M::take_samples(parts, now));
+        let pending = self.check_at.is_some()
+            || inboxes.iter().any(|b| !b.is_empty())
+            || parts.iter_mut().any(|p| p.peek_time().is_some());
+        if pending {
+            self.sample_at = Some(now + self.sampling.expect("sampling"));
+            self.sample_seq = self.take_seq();
+        }
+    }
+}
+
+/// Runs `parts` (part k built with `Part::new(k, ..)` over [`cut`]'s owners), one thread
+/// each, and returns the run merged into one, identical to the run on one thread; `None`
+/// if `trial` gave up. `progress` is called from time to time with the events so far and
+/// the simulated time.
+pub(crate) fn run<M: Splittable>(
+    parts: Vec<M>,
+    stop_at: Option<Time>,
+    trial: Trial,
+    progress: &mut dyn FnMut(u64, Time),
+) -> Option<M> {
+    let threads = parts.len();
+    let mut coordinator = Coordinator::<M> {
+        grid: parts[0].lookahead(),
+        stop_at,
+        messages: parts[0].message_count(),
+        check_interval: parts[0].deadlock_check_interval(),
+        check_at: None,
+        sampling: parts[0].sampling(),
+        sample_at: None,
+        check_seq: 0,
+        sample_seq: 0,
+        next_seq: 0,
+        samples: Vec::new(),
+        memory: M::CheckMemory::default(),
+        events_outside: 0,
+        last_global: Time::ZERO,
+        in_flight: 0,
+        peak_in_flight: 0,
+        drain_until: None,
+        deadlock: None,
+        stopped_by_time: false,
+    };
+    let cells: Vec<Mutex<M>> = parts.into_iter().map(Mutex::new).collect();
+    let inboxes: Vec<Mutex<Vec<Crossing<M::Frame>>>> =
+        (0..threads).map(|_| Mutex::new(Vec::new())).collect();
+    let barrier = SpinBarrier::new(threads);
+    let window_end = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let mut gave_up = false;
+    let mut windows = 0u64;
+    // The first window, from the parts' set-up events.
+    let first = {
+        let mut guards: Vec<_> = cells.iter().map(lock).collect();
+        let mut refs: Vec<&mut M> = guards.iter_mut().map(|g| &mut **g).collect();
+        let mut boxes: Vec<Vec<Crossing<M::Frame>>> = (0..threads).map(|_| Vec::new()).collect();
+        coordinator.step(&mut refs, &mut boxes, None)
+    };
+    if let Some(end) = first {
+        window_end.store(end.ps(), Ordering::Relaxed);
+        std::thread::scope(|scope| {
+            for k in 1..threads {
+                let (cells, inboxes, barrier) = (&cells, &inboxes, &barrier);
+                let (window_end, stop) = (&window_end, &stop);
+                scope.spawn(move || loop {
+                    barrier.wait();
+                    if stop.load(Ordering::Acquire) {
+                        break;
+                    }
+                    let end = Time(window_end.load(Ordering::Acquire));
+                    lock(&cells[k]).run_window(take(&inboxes[k]), end);
+                    barrier.wait();
+                });
+            }
+            let started = std::time::Instant::now();
+            loop {
+                barrier.wait();
+                if stop.load(Ordering::Acquire) {
+                    break;
+                }
+                let end = Time(window_end.load(Ordering::Acquire));
+                lock(&cells[0]).run_window(take(&inboxes[0]), end);
+                barrier.wait();
+                let mut guards: Vec<_> = cells.iter().map(lock).collect();
+                let mut refs: Vec<&mut M> = guards.iter_mut().map(|g| &mut **g).collect();
+                let mut boxes: Vec<Vec<Crossing<M::Frame>>> = inboxes.iter().map(take).collect();
+                let next = coordinator.step(&mut refs, &mut boxes, Some(end));
+                for (m, b) in inboxes.iter().zip(boxes) {
+                    *m.lock().expect("a part's thread panicked") = b;
+                }
+                windows += 1;
+                if windows.is_multiple_of(256) {
+                    let events: u64 = refs.iter().map(|p| p.popped()).sum();
+                    progress(events + coordinator.events_outside, end);
+                    if trial == Trial::GiveUpIfSparse
+                        && windows >= TRIAL_WINDOWS
+                        && started.elapsed() < TRIAL_WALL
+                        && events < MIN_EVENTS_PER_WINDOW * windows
+                    {
+                        gave_up = true;
+                    }
+                }
+                match next {
+                    Some(e) if !gave_up => window_end.store(e.ps(), Ordering::Release),
+                    _ => stop.store(true, Ordering::Release),
+                }
+            }
+        });
+    }
+    if gave_up {
+        return None;
+    }
+    let mut parts: Vec<M> = cells
+        .into_iter()
+        .map(|m| m.into_inner().expect("a part's thread panicked"))
+        .collect();
+    let events: u64 = parts.iter().map(|p| p.popped()).sum::<u64>() + coordinator.events_outside;
+    let now = (parts.iter_mut().map(|p| p.clock()))
+        .chain([coordinator.last_global])
+        .max()
+        .unwrap_or(Time::ZERO);
+    let end = SplitEnd {
+        events,
+        windows,
+        now,
+        in_flight: coordinator.in_flight,
+        peak_in_flight: coordinator.peak_in_flight,
+        stop_at,
+        stopped_by_time: coordinator.stopped_by_time,
+        deadlock: coordinator.deadlock,
+        samples: coordinator.samples,
+    };
+    Some(M::merge(parts, end))
+}
