@@ -170,16 +170,41 @@ pub fn run_threaded(
             )?))
         }
         FabricKind::Infiniband => {
-            let mut ib = infiniband::Simulation::new(
-                scenario.ib.clone(),
-                topo,
-                &workload,
-                scenario.stop_at,
+            let why_not = infiniband::parallel::why_not_split(&topo, &workload);
+            let split = split_run(
+                threads,
+                capture.is_some(),
+                why_not.map(str::to_string),
+                progress,
+                "InfiniBand",
+                |bar| {
+                    infiniband::parallel::run(
+                        scenario.ib.clone(),
+                        topo.clone(),
+                        &workload,
+                        scenario.stop_at,
+                        threads,
+                        trial,
+                        bar,
+                    )
+                },
             )?;
-            if let Some(f) = capture {
-                ib.capture(f);
+            if let Some((ib, wall)) = split {
+                finished = Some(wall);
+                split_over = threads;
+                Model::Ib(Box::new(ib))
+            } else {
+                let mut ib = infiniband::Simulation::new(
+                    scenario.ib.clone(),
+                    topo,
+                    &workload,
+                    scenario.stop_at,
+                )?;
+                if let Some(f) = capture {
+                    ib.capture(f);
+                }
+                Model::Ib(Box::new(ib))
             }
-            Model::Ib(Box::new(ib))
         }
         FabricKind::Rocev2 => {
             // The ECN draws and ECMP hash follow the scenario seed (and --seed).
@@ -194,39 +219,34 @@ pub fn run_threaded(
                      lookahead, too few to gain from threads"
                 ))
             };
-            let split = match rocev2::parallel::why_not_split(&cfg, &topo, &workload) {
-                _ if threads <= 1 => None,
-                _ if capture.is_some() => Some("a capture keeps frames in sending order".into()),
+            let why_not = match rocev2::parallel::why_not_split(&cfg, &topo, &workload) {
                 Some(why) => Some(why.to_string()),
-                None if trial == Trial::GiveUpIfSparse => sparse(),
+                None if trial == Trial::GiveUpIfSparse && threads > 1 => sparse(),
                 None => None,
             };
-            if let (Some(why), true) = (split.as_ref().filter(|_| threads > 1), progress) {
-                eprintln!("fabricsim: this run goes on one thread: {why}");
-            }
-            let started = Instant::now();
-            let mut bar = Bar::new(progress, "RoCEv2");
-            let roce = match split {
-                None if threads > 1 => rocev2::parallel::run(
-                    cfg.clone(),
-                    topo.clone(),
-                    &workload,
-                    scenario.stop_at,
-                    threads,
-                    trial,
-                    &mut |events, now| bar.update(events, now),
-                )?,
-                _ => None,
-            };
-            bar.finish();
-            if let Some(roce) = roce {
-                finished = Some(started.elapsed().as_secs_f64());
+            let split = split_run(
+                threads,
+                capture.is_some(),
+                why_not,
+                progress,
+                "RoCEv2",
+                |bar| {
+                    rocev2::parallel::run(
+                        cfg.clone(),
+                        topo.clone(),
+                        &workload,
+                        scenario.stop_at,
+                        threads,
+                        trial,
+                        bar,
+                    )
+                },
+            )?;
+            if let Some((roce, wall)) = split {
+                finished = Some(wall);
                 split_over = threads;
                 Model::Roce(Box::new(roce))
             } else {
-                if threads > 1 && split.is_none() && progress {
-                    eprintln!("fabricsim: this run goes on one thread: fewer than {} events per window of its lookahead, too few to gain from threads", fabricsim_fabric::parallel::MIN_EVENTS_PER_WINDOW);
-                }
                 let mut roce = rocev2::Simulation::new(cfg, topo, &workload, scenario.stop_at)?;
                 if let Some(f) = capture {
                     roce.capture(f);
@@ -256,7 +276,7 @@ pub fn run_threaded(
             flow_level: false,
             flow_notes: Vec::new(),
             threads: split_over,
-            windows: 0,
+            windows: s.windows(),
         },
         Model::Roce(s) => Outcome {
             report: s.report(),
@@ -288,6 +308,41 @@ pub fn run_threaded(
             windows: 0,
         },
     })
+}
+
+/// A packet-level run split over `threads` by `split` (given the progress bar's update),
+/// with its wall time; `None` if it goes on one thread: `threads` is 1, a capture is
+/// asked for (it keeps frames in sending order), `why_not` gives a reason, or the split
+/// run gave up its trial. Why is said on standard error when `progress`.
+fn split_run<M>(
+    threads: usize,
+    capture: bool,
+    why_not: Option<String>,
+    progress: bool,
+    label: &'static str,
+    split: impl FnOnce(&mut dyn FnMut(u64, Time)) -> Result<Option<M>, String>,
+) -> Result<Option<(M, f64)>, String> {
+    if threads <= 1 {
+        return Ok(None);
+    }
+    let why_not = why_not.or(capture.then(|| "a capture keeps frames in sending order".into()));
+    if let Some(why) = why_not {
+        if progress {
+            eprintln!("fabricsim: this run goes on one thread: {why}");
+        }
+        return Ok(None);
+    }
+    let started = Instant::now();
+    let mut bar = Bar::new(progress, label);
+    let run = split(&mut |events, now| bar.update(events, now))?;
+    bar.finish();
+    if run.is_none() && progress {
+        eprintln!(
+            "fabricsim: this run goes on one thread: fewer than {} events per window of its lookahead, too few to gain from threads",
+            fabricsim_fabric::parallel::MIN_EVENTS_PER_WINDOW
+        );
+    }
+    Ok(run.map(|m| (m, started.elapsed().as_secs_f64())))
 }
 
 /// Flows per port the sharing probe measures (`sharing_probe`, up to the largest switch

@@ -6,6 +6,7 @@ use crate::driver::{
     self, deadlock_hop, CaptureFilter, Lifecycle, LifecycleEvent, MessageFabric, Progress,
     RunState, Ties, WaitGraph, Wire,
 };
+use crate::parallel::{Check, Crossing, Part, SplitEnd, Splittable};
 use crate::report::{Deadlock, PortResult, RunReport};
 use crate::workload::{Message, Workload};
 use fabricsim_core::engine::EventQueue;
@@ -22,7 +23,7 @@ use std::collections::VecDeque;
 
 /// What a packet is, for the handlers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Data,
     Ack,
     /// A BECN returned to the source (an ACK-format packet with the BECN bit); it
@@ -37,7 +38,7 @@ enum Kind {
 
 /// A packet as the simulator carries it (28 bytes; no payload bytes are held).
 #[derive(Clone, Copy, Debug)]
-struct Packet {
+pub(crate) struct Packet {
     flow: u32,
     /// Data: position in the message. Ack: last packet covered.
     index: u32,
@@ -60,7 +61,7 @@ impl Packet {
 
 /// What crosses a link.
 #[derive(Clone, Copy, Debug)]
-enum Frame {
+pub(crate) enum Frame {
     Packet(Packet),
     /// A flow-control packet: this end's FCTBS as transmitter and FCCL as receiver.
     Credit {
@@ -403,6 +404,34 @@ pub struct Simulation {
     /// The creator of what the current event's handler schedules: the port it is
     /// handled at (a link's far end for an arrival, a sender's HCA for a post).
     creator: u32,
+    /// This run's share when it is split over threads (see [`crate::parallel`]).
+    part: Option<Part<Frame>>,
+    /// The run's lookahead (see [`lookahead`]).
+    lookahead: Time,
+    /// A merged split run's events and last event time.
+    merged_end: Option<(u64, Time)>,
+    /// The windows a split run took (0 on one thread).
+    windows: u64,
+}
+
+/// The lookahead of a run split over threads, which is also its window grid
+/// ([`RunState::grid`]): a frame sent at t reaches the far end of its link no sooner than
+/// the link's delay plus the serialisation of the smallest frame (a flow-control packet)
+/// after t; a completion posts a dependent sent from another server no sooner than
+/// [`Lifecycle::cross_server_slack`] later; a credit stall schedules the deadlock check
+/// `deadlock_check` later. At least 1 ps.
+fn lookahead(cfg: &IbConfig, topo: &Topology, life: &Lifecycle, workload: &Workload) -> Time {
+    let fc = ib::FLOW_CONTROL_PACKET_LEN as u64;
+    let links = (topo.ports().iter()).map(|p| {
+        p.delay
+            + p.rate
+                .serialization_by(p.rate.whole_ps_per_byte().unwrap_or(0), fc)
+    });
+    (links.chain(life.cross_server_slack(workload, topo, cfg.hca_rx_latency)))
+        .chain([cfg.deadlock_check])
+        .min()
+        .unwrap_or(Time::MAX)
+        .max(Time(1))
 }
 
 impl Simulation {
@@ -413,6 +442,27 @@ impl Simulation {
         topo: Topology,
         workload: &Workload,
         stop_at: Option<Time>,
+    ) -> Result<Self, String> {
+        Self::build(cfg, topo, workload, stop_at, None)
+    }
+
+    /// Builds one part of a run split over threads: it keeps the whole state but handles
+    /// only the events of the ports `part` holds. Its run ends where its coordinator says.
+    pub(crate) fn new_part(
+        cfg: IbConfig,
+        topo: Topology,
+        workload: &Workload,
+        part: Part<Frame>,
+    ) -> Result<Self, String> {
+        Self::build(cfg, topo, workload, None, Some(part))
+    }
+
+    fn build(
+        cfg: IbConfig,
+        topo: Topology,
+        workload: &Workload,
+        stop_at: Option<Time>,
+        part: Option<Part<Frame>>,
     ) -> Result<Self, String> {
         let routes = Routes::minimal(&topo)?;
         if let Some(n) = (0..topo.nodes().len())
@@ -492,6 +542,7 @@ impl Simulation {
         let messages = &workload.messages;
         let mut lifecycle = Lifecycle::new(workload, &topo, cfg.hca_tx_latency);
         let initial = lifecycle.initial_posts(messages);
+        let grid = lookahead(&cfg, &topo, &lifecycle, workload);
         let sharp = workload
             .sharp_groups
             .iter()
@@ -530,6 +581,9 @@ impl Simulation {
         // Ports' refresh timers are not synchronised: spread their phases over one period.
         let nports = topo.ports().len() as u64;
         for p in 0..nports {
+            if part.as_ref().is_some_and(|part| !part.holds(p as u32)) {
+                continue;
+            }
             let phase = Time(cfg.credit_refresh.ps() * (p + 1) / nports.max(1));
             let tie = ties.next(p as u32);
             queue.schedule_tied(phase, tie, Event::CreditRefresh { port: p as u32 });
@@ -546,7 +600,7 @@ impl Simulation {
                 stopped_by_time: false,
                 deadlock: None,
                 capture: None,
-                grid: None,
+                grid: part.is_none().then_some(grid),
                 drain_until: None,
                 drained: false,
             },
@@ -573,9 +627,20 @@ impl Simulation {
             deadlock_suspect: None,
             creator: ties.setup(),
             ties,
+            part,
+            lookahead: grid,
+            merged_end: None,
+            windows: 0,
         };
         <Simulation as MessageFabric>::schedule_posts(&mut sim, initial);
         Ok(sim)
+    }
+
+    /// Whether this run handles `port`'s events: always, unless it is a part of a split
+    /// run that another part holds the port in.
+    #[inline(always)]
+    fn holds(&self, port: u32) -> bool {
+        self.part.as_ref().is_none_or(|p| p.holds(port))
     }
 
     /// Schedules `event` at `at` as the current creator's next event.
@@ -608,11 +673,32 @@ impl Simulation {
     }
 
     pub fn now(&self) -> Time {
-        self.state.queue.now()
+        match self.merged_end {
+            Some((_, now)) => now,
+            None => self.state.queue.now(),
+        }
     }
 
     pub fn events(&self) -> u64 {
-        self.state.queue.popped()
+        match self.merged_end {
+            Some((events, _)) => events,
+            None => self.state.queue.popped(),
+        }
+    }
+
+    /// The windows a split run took (0 for a run on one thread).
+    pub fn windows(&self) -> u64 {
+        self.windows
+    }
+
+    /// Where the run's clock stands: `stop_at` if the run was stopped there, else its
+    /// last event.
+    fn end_time(&self) -> Time {
+        match (self.merged_end, self.state.stop_at) {
+            (Some(_), Some(t)) if self.state.stopped_by_time => t,
+            (Some((_, now)), _) => now,
+            (None, _) => self.state.end_time(),
+        }
     }
 
     #[inline(always)]
@@ -692,33 +778,58 @@ impl Simulation {
     fn check_deadlock(&mut self) {
         self.deadlock_check_pending = false;
         let now = self.state.queue.now();
-        match self.find_deadlock() {
+        let mut suspect = self.deadlock_suspect.take();
+        let check = Self::judge(&[self], &mut suspect);
+        self.deadlock_suspect = suspect;
+        match check {
+            Check::Deadlock(cycle) => self.state.deadlock = Some(Deadlock { at: now, cycle }),
+            Check::Again => self.schedule_check(now + self.cfg.deadlock_check),
+            Check::Clear => {}
+        }
+    }
+
+    /// The deadlock check over the run made of `parts` (this run's parts in
+    /// order, or this run alone): a credit loop seen twice in a row with no packet sent
+    /// from its ports in between is a deadlock; otherwise the check goes on while a loop
+    /// is suspected or any port waits for credits. `suspect` is the loop seen last, with
+    /// its ports' packet counts.
+    fn judge(parts: &[&Simulation], suspect: &mut Option<(Vec<usize>, Vec<u64>)>) -> Check {
+        let first = parts[0];
+        let vls = first.vls();
+        match Self::find_deadlock(parts) {
             Some(cycle) => {
                 let sent: Vec<u64> = cycle
                     .iter()
-                    .map(|&q| self.ports[q / self.vls()].tx_packets)
+                    .map(|&q| Self::holder(parts, q / vls).ports[q / vls].tx_packets)
                     .collect();
-                if self
-                    .deadlock_suspect
+                if suspect
                     .as_ref()
                     .is_some_and(|(c, s)| *c == cycle && *s == sent)
                 {
                     let hops = cycle
                         .iter()
-                        .map(|&q| deadlock_hop(&self.topo, PortId((q / self.vls()) as u32)))
+                        .map(|&q| deadlock_hop(&first.topo, PortId((q / vls) as u32)))
                         .collect();
-                    self.state.deadlock = Some(Deadlock {
-                        at: now,
-                        cycle: hops,
-                    });
-                    return;
+                    return Check::Deadlock(hops);
                 }
-                self.deadlock_suspect = Some((cycle, sent));
+                *suspect = Some((cycle, sent));
             }
-            None => self.deadlock_suspect = None,
+            None => *suspect = None,
         }
-        if self.deadlock_suspect.is_some() || self.ports.iter().any(|p| p.stall_since != NEVER) {
-            self.schedule_check(now + self.cfg.deadlock_check);
+        let stalled =
+            (0..first.ports.len()).any(|i| Self::holder(parts, i).ports[i].stall_since != NEVER);
+        if suspect.is_some() || stalled {
+            Check::Again
+        } else {
+            Check::Clear
+        }
+    }
+
+    /// The part of a split run (or the run itself) that holds `port`, among `parts`.
+    fn holder<'a>(parts: &[&'a Simulation], port: usize) -> &'a Simulation {
+        match &parts[0].part {
+            Some(p) => parts[p.owner[port] as usize],
+            None => parts[0],
         }
     }
 
@@ -735,53 +846,58 @@ impl Simulation {
     /// vl`; a switch-to-switch egress VL whose next packet lacks credits waits on its
     /// peer's input buffer, whose blocks sit in the egress VLs its packets were queued at.
     /// Returns the cycle as queue numbers.
-    fn find_deadlock(&self) -> Option<Vec<usize>> {
-        let vls = self.vls();
+    fn find_deadlock(parts: &[&Simulation]) -> Option<Vec<usize>> {
+        let first = parts[0];
+        let (topo, vls, n) = (&first.topo, first.vls(), first.ports.len());
         let is_switch = |port: PortId| {
             matches!(
-                self.topo.nodes()[self.topo.port(port).node.index()],
+                topo.nodes()[topo.port(port).node.index()],
                 NodeKind::Switch { .. }
             )
         };
         // A switch-to-switch egress VL whose ready packet lacks credits.
         let blocked = |i: usize, vl: usize| {
-            let p = &self.ports[i];
+            let s = Self::holder(parts, i);
+            let p = &s.ports[i];
             if p.host.is_some() || !is_switch(p.link.peer) {
                 return false;
             }
-            let e = &self.egress[i * vls + vl];
+            let e = &s.egress[i * vls + vl];
             e.next_input().is_some_and(|input| {
-                let front = self.frames.get(e.head(input)).packet();
-                !self.tx_credit[i * vls + vl].can_send(front.blocks())
+                let front = s.frames.get(e.head(input)).packet();
+                !s.tx_credit[i * vls + vl].can_send(front.blocks())
             })
         };
-        let mut edges: Vec<(u32, u32)> = (0..self.ports.len())
+        let mut edges: Vec<(u32, u32)> = (0..n)
             .filter(|&i| (0..vls).any(|vl| blocked(i, vl)))
             .map(|i| {
-                let p = &self.ports[i];
-                (p.link.node.0, self.topo.port(p.link.peer).node.0)
+                let link = first.ports[i].link;
+                (link.node.0, topo.port(link.peer).node.0)
             })
             .collect();
         if !driver::has_cycle(&mut edges) {
             return None;
         }
         let mut g = WaitGraph {
-            waits_on: vec![None; self.ports.len() * vls],
-            holds: vec![Vec::new(); self.ports.len() * vls],
-            occupancy: self.rx_credit.iter().map(|c| c.used() as u64).collect(),
+            waits_on: vec![None; n * vls],
+            holds: vec![Vec::new(); n * vls],
+            occupancy: (0..n * vls)
+                .map(|q| Self::holder(parts, q / vls).rx_credit[q].used() as u64)
+                .collect(),
         };
-        for (i, p) in self.ports.iter().enumerate() {
+        for i in 0..n {
+            let s = Self::holder(parts, i);
             let port = PortId(i as u32);
-            let peer = p.link.peer;
-            let inputs = self.topo.node_ports(self.topo.port(port).node);
-            for (vl, e) in self.egress[i * vls..(i + 1) * vls].iter().enumerate() {
+            let peer = s.ports[i].link.peer;
+            let inputs = topo.node_ports(topo.port(port).node);
+            for (vl, e) in s.egress[i * vls..(i + 1) * vls].iter().enumerate() {
                 if !blocked(i, vl) {
                     continue;
                 }
                 let q = i * vls + vl;
                 g.waits_on[q] = Some(peer.index() * vls + vl);
                 for (input, queue) in inputs.iter().zip(&e.inputs) {
-                    let blocks: u64 = self
+                    let blocks: u64 = s
                         .frames
                         .iter(&queue.packets)
                         .map(|f| f.packet().blocks() as u64)
@@ -793,6 +909,22 @@ impl Simulation {
             }
         }
         g.find_deadlock()
+    }
+
+    /// Data packets in flight changed by `change` (a part of a split run logs it for its
+    /// coordinator, which finds the run's peak).
+    fn count_in_flight(&mut self, change: i64) {
+        match &mut self.part {
+            None => {
+                self.packets_in_flight = self.packets_in_flight.wrapping_add_signed(change);
+                self.peak_packets_in_flight =
+                    self.peak_packets_in_flight.max(self.packets_in_flight);
+            }
+            Some(part) => {
+                let q = &self.state.queue;
+                part.in_flight.push((q.now(), q.now_tie(), change));
+            }
+        }
     }
 
     /// Frees the input-buffer credits of a packet that has left this switch.
@@ -843,7 +975,14 @@ impl Simulation {
         if blocked && p.stall_since == NEVER {
             p.stall_since = now;
             if !self.deadlock_check_pending {
-                self.schedule_check(now + self.cfg.deadlock_check);
+                let at = now + self.cfg.deadlock_check;
+                match &mut self.part {
+                    None => self.schedule_check(at),
+                    Some(part) => {
+                        self.deadlock_check_pending = true;
+                        part.check_at = Some(at);
+                    }
+                }
             }
         }
         let p = &mut self.ports[port.index()];
@@ -875,7 +1014,6 @@ impl Simulation {
         p.free_at = end;
         p.tx_bytes += bytes as u64;
         let arrival = end + spec.delay;
-        p.wire.push(&mut self.frames, slot, arrival);
         if let Frame::Packet(pkt) = frame {
             p.busy = true;
             p.wake_at = NEVER;
@@ -898,7 +1036,24 @@ impl Simulation {
         }
         // Every frame has its own arrival event, created here, so that its tie is the
         // sender's whichever thread handles the far end.
-        self.schedule(arrival, Event::Arrival { port: port.0 });
+        let tie = self.ties.next(self.creator);
+        if let Some(part) = &mut self.part {
+            let far = part.owner[spec.peer.index()];
+            if far != part.me {
+                let frame = self.frames.free(slot);
+                part.outbox[far as usize].push(Crossing::Frame {
+                    port: port.0,
+                    frame,
+                    arrival,
+                    tie,
+                });
+                return;
+            }
+        }
+        self.ports[port.index()]
+            .wire
+            .push(&mut self.frames, slot, arrival);
+        (self.state.queue).schedule_tied(arrival, tie, Event::Arrival { port: port.0 });
     }
 
     /// Sends a switch egress port's next packet, chosen by VL arbitration and then
@@ -1018,12 +1173,11 @@ impl Simulation {
             if flow.sharp.is_none() {
                 flow.life.sent_bytes += seg.payload as u64;
             }
-            self.packets_in_flight += 1;
-            self.peak_packets_in_flight = self.peak_packets_in_flight.max(self.packets_in_flight);
             let (kind, dst) = match flow.sharp {
                 Some(g) => (Kind::SharpUp, g),
                 None => (Kind::Data, flow.msg.dst.0),
             };
+            self.count_in_flight(1);
             Packet {
                 flow: f,
                 index: seg.index,
@@ -1136,7 +1290,7 @@ impl Simulation {
         self.rx_credit[q].on_free(pkt.blocks());
         self.ports[input.index()].fc_pending |= 1 << pkt.vl;
         self.try_transmit(input);
-        self.packets_in_flight -= 1;
+        self.count_in_flight(-1);
         let g = &mut self.sharp[pkt.dst as usize];
         let outs: Vec<(PortId, Kind)> = match pkt.kind {
             Kind::SharpUp if !g.contribute(node, pkt.index) => Vec::new(),
@@ -1159,8 +1313,7 @@ impl Simulation {
 
     /// Queues a packet the switch made itself at egress `out`, after the switch latency.
     fn enqueue_generated(&mut self, out: PortId, pkt: Packet, now: Time) {
-        self.packets_in_flight += 1;
-        self.peak_packets_in_flight = self.peak_packets_in_flight.max(self.packets_in_flight);
+        self.count_in_flight(1);
         let queue = self.vl_index(out, pkt.vl);
         let o = &mut self.ports[out.index()];
         let e = &mut self.egress[queue];
@@ -1252,7 +1405,7 @@ impl Simulation {
     /// A packet reached host `h`.
     fn deliver(&mut self, h: HostId, pkt: Packet, now: Time) {
         if pkt.kind == Kind::SharpDown {
-            self.packets_in_flight -= 1;
+            self.count_in_flight(-1);
             let g = &mut self.sharp[pkt.dst as usize];
             g.received[h.index()] += 1;
             if g.received[h.index()] == g.chunks {
@@ -1264,14 +1417,17 @@ impl Simulation {
                 f.life.finish = Some(at);
                 f.life.acked = Some(now);
                 self.state.lifecycle.completed += 1;
+                self.state.note_completion();
                 self.release_dependents(fid, at);
             }
             return;
         }
+        if pkt.kind == Kind::Data {
+            self.count_in_flight(-1);
+        }
         let flow = &mut self.state.flows[pkt.flow as usize];
         match pkt.kind {
             Kind::Data => {
-                self.packets_in_flight -= 1;
                 let receipt = flow.receiver.on_data(pkt.index);
                 if receipt.duplicate {
                     self.duplicates += 1;
@@ -1321,6 +1477,7 @@ impl Simulation {
                 if pkt.kind == Kind::Ack && flow.sender.on_ack(pkt.index) {
                     flow.life.acked = Some(now);
                     self.state.lifecycle.completed += 1;
+                    self.state.note_completion();
                 }
             }
             Kind::SharpUp | Kind::SharpDown => {
@@ -1376,14 +1533,16 @@ impl Simulation {
                 .sum(),
             in_flight_payload: in_flight,
             packets_in_flight: packets,
-            buffer_overflows: self.buffer_overflows
-                + self
-                    .rx_credit
-                    .iter()
-                    .filter(|c| c.peak() > c.capacity())
-                    .count() as u64,
+            buffer_overflows: self.buffer_overflows(),
             lost_frames: self.frames.live() as u64 - queued_frames,
         }
+    }
+
+    /// Packets that found their input buffer full, plus the buffers that ever held more
+    /// than their size.
+    fn buffer_overflows(&self) -> u64 {
+        let over = self.rx_credit.iter().filter(|c| c.peak() > c.capacity());
+        self.buffer_overflows + over.count() as u64
     }
 
     /// Ideal completion of a message on an empty fabric: HCA latencies, propagation over
@@ -1438,7 +1597,7 @@ impl Simulation {
                     + if p.stall_since == NEVER {
                         Time::ZERO
                     } else {
-                        self.state.end_time() - p.stall_since
+                        self.end_time() - p.stall_since
                     },
                 credit_packets: p.credit_packets,
                 ecn_marks: p.fecn_marks,
@@ -1446,8 +1605,10 @@ impl Simulation {
             })
             .collect();
         RunReport {
-            sim_time: self.state.sim_time(),
-            events: self.state.queue.popped(),
+            sim_time: (self.state.flows.iter())
+                .filter_map(|f| f.life.finish)
+                .fold(self.end_time(), Time::max),
+            events: self.events(),
             flows,
             ports,
             drops: 0,
@@ -1455,7 +1616,7 @@ impl Simulation {
             congestion_marks: self.fecn_marks,
             congestion_notifications: self.becns,
             duplicates: self.duplicates,
-            buffer_overflows: self.audit().buffer_overflows,
+            buffer_overflows: self.buffer_overflows(),
             peak_packets_in_flight: self.peak_packets_in_flight,
             stopped_by_time: self.state.stopped_by_time,
             pfc_pause_frames: 0,
@@ -1479,6 +1640,161 @@ impl LifecycleEvent for Event {
     }
     fn local_done(flow: u32) -> Self {
         Event::LocalDone { flow }
+    }
+}
+
+impl Splittable for Simulation {
+    type Frame = Frame;
+    type Sample = ();
+    type CheckMemory = Option<(Vec<usize>, Vec<u64>)>;
+
+    fn part_mut(&mut self) -> &mut Part<Frame> {
+        self.part.as_mut().expect("a part")
+    }
+
+    /// The lookahead of this run, and its window grid (see [`lookahead`]).
+    fn lookahead(&self) -> Time {
+        self.lookahead
+    }
+
+    fn message_count(&self) -> usize {
+        self.state.flows.len()
+    }
+
+    fn deadlock_check_interval(&self) -> Time {
+        self.cfg.deadlock_check
+    }
+
+    fn sampling(&self) -> Option<Time> {
+        None
+    }
+
+    fn run_window(&mut self, inbox: Vec<Crossing<Frame>>, end: Time) {
+        for c in inbox {
+            self.accept(c);
+        }
+        while self.state.queue.peek_time().is_some_and(|t| t < end) {
+            self.handle_event();
+        }
+    }
+
+    fn accept(&mut self, crossing: Crossing<Frame>) {
+        match crossing {
+            Crossing::Frame {
+                port,
+                frame,
+                arrival,
+                tie,
+            } => {
+                let slot = self.frames.alloc(frame);
+                self.ports[port as usize]
+                    .wire
+                    .push(&mut self.frames, slot, arrival);
+                self.state
+                    .queue
+                    .schedule_tied(arrival, tie, Event::Arrival { port });
+            }
+            Crossing::Completed { flow, at } => {
+                let s = &mut self.state;
+                let posts = s.lifecycle.release(&mut s.flows, flow, at);
+                <Self as MessageFabric>::schedule_posts(self, posts);
+            }
+        }
+    }
+
+    fn peek_time(&mut self) -> Option<Time> {
+        self.state.queue.peek_time()
+    }
+
+    fn popped(&self) -> u64 {
+        self.state.queue.popped()
+    }
+
+    fn clock(&self) -> Time {
+        self.state.queue.now()
+    }
+
+    fn completed(&self) -> usize {
+        self.state.lifecycle.completed
+    }
+
+    fn set_deadlock_check_pending(&mut self, pending: bool) {
+        self.deadlock_check_pending = pending;
+    }
+
+    fn check_deadlock(parts: &[&Self], _: Time, suspect: &mut Self::CheckMemory) -> Check {
+        Self::judge(parts, suspect)
+    }
+
+    fn take_samples(_: &mut [&mut Self], _: Time) -> Vec<()> {
+        Vec::new()
+    }
+
+    /// Each port (its state, egress VLs, credits and load) and each message end from
+    /// the part that holds them (a message's receiver side from its receiver's part),
+    /// counters summed; `end` is what the coordinator saw.
+    fn merge(mut parts: Vec<Simulation>, end: SplitEnd<()>) -> Simulation {
+        let owner = parts[0].part.as_ref().expect("a part").owner.clone();
+        let vls = parts[0].vls();
+        let from = |i: usize| &parts[owner[i] as usize];
+        let ports: Vec<PortState> = (0..owner.len()).map(|i| from(i).ports[i].clone()).collect();
+        let per_vl = |q: usize| from(q / vls);
+        let egress: Vec<EgressVl> = (0..owner.len() * vls)
+            .map(|q| per_vl(q).egress[q].clone())
+            .collect();
+        let tx_credit = (0..owner.len() * vls)
+            .map(|q| per_vl(q).tx_credit[q].clone())
+            .collect();
+        let rx_credit = (0..owner.len() * vls)
+            .map(|q| per_vl(q).rx_credit[q].clone())
+            .collect();
+        let loads = (0..owner.len()).map(|i| from(i).loads[i]).collect();
+        let topo = &parts[0].topo;
+        let hcas = (0..topo.host_count())
+            .map(|h| from(topo.host_port(HostId(h)).index()).hcas[h as usize].clone())
+            .collect();
+        let flows: Vec<Flow> = (parts[0].state.flows.iter().enumerate())
+            .map(|(i, f)| {
+                let receiver = &from(topo.host_port(f.msg.dst).index()).state.flows[i];
+                let mut flow = from(f.nic_port as usize).state.flows[i].clone();
+                flow.receiver = receiver.receiver.clone();
+                flow.life.finish = receiver.life.finish;
+                flow.life.delivered_bytes = receiver.life.delivered_bytes;
+                flow
+            })
+            .collect();
+        let sum = |count: fn(&Simulation) -> u64| parts.iter().map(count).sum::<u64>();
+        let fecn_marks = sum(|p| p.fecn_marks);
+        let becns = sum(|p| p.becns);
+        let duplicates = sum(|p| p.duplicates);
+        let buffer_overflows = sum(|p| p.buffer_overflows);
+        let completed = sum(|p| p.state.lifecycle.completed as u64) as usize;
+        // Part 0 becomes the run: its own state replaced by the merged one, with no
+        // frames or events left (a merged run is over).
+        let mut merged = parts.swap_remove(0);
+        merged.ports = ports;
+        merged.egress = egress;
+        merged.tx_credit = tx_credit;
+        merged.rx_credit = rx_credit;
+        merged.loads = loads;
+        merged.hcas = hcas;
+        merged.state.flows = flows;
+        merged.fecn_marks = fecn_marks;
+        merged.becns = becns;
+        merged.duplicates = duplicates;
+        merged.buffer_overflows = buffer_overflows;
+        merged.state.lifecycle.completed = completed;
+        merged.frames = Pool::default();
+        merged.state.queue = EventQueue::new();
+        merged.part = None;
+        merged.peak_packets_in_flight = end.peak_in_flight;
+        merged.packets_in_flight = end.in_flight;
+        merged.state.stop_at = end.stop_at;
+        merged.state.stopped_by_time = end.stopped_by_time;
+        merged.state.deadlock = end.deadlock;
+        merged.merged_end = Some((end.events, end.now));
+        merged.windows = end.windows;
+        merged
     }
 }
 
@@ -1529,8 +1845,21 @@ impl MessageFabric for Simulation {
     /// whichever thread) released it.
     fn schedule_posts(&mut self, posts: Vec<(Time, u32)>) {
         for (t, flow) in posts {
-            let tie = self.ties.post(flow);
-            self.state.queue.schedule_tied(t, tie, Event::Post { flow });
+            if self.holds(self.state.flows[flow as usize].nic_port) {
+                let tie = self.ties.post(flow);
+                (self.state.queue).schedule_tied(t, tie, Event::Post { flow });
+            }
+        }
+    }
+
+    /// A part of a split run tells the others, which may send the dependents.
+    fn released(&mut self, flow: u32, at: Time) {
+        if let Some(part) = &mut self.part {
+            for (k, out) in part.outbox.iter_mut().enumerate() {
+                if k != part.me as usize {
+                    out.push(Crossing::Completed { flow, at });
+                }
+            }
         }
     }
 }

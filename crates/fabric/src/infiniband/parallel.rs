@@ -1,0 +1,49 @@
+//! One InfiniBand run split over threads ([`crate::parallel`]): whether it can be, and
+//! its parts.
+
+use super::sim::Simulation;
+use super::IbConfig;
+use crate::parallel::{self, cut, Part, Trial};
+use crate::workload::Workload;
+use fabricsim_core::topology::Topology;
+use fabricsim_core::units::Time;
+use std::sync::Arc;
+
+/// Why a run cannot be split over threads, if it cannot: what needs the whole run's
+/// state at every event (a SHARP group's result reaches every rank at once, the NIC
+/// message rate's slots), or a topology of one server.
+pub fn why_not_split(topo: &Topology, workload: &Workload) -> Option<&'static str> {
+    if !workload.sharp_groups.is_empty() {
+        Some("a SHARP group completes every rank's message at once")
+    } else if workload.message_interval.is_some() {
+        Some("a NIC message rate orders posts run-wide")
+    } else if topo.host_count() <= topo.gpus_per_node() {
+        Some("it has one server")
+    } else {
+        None
+    }
+}
+
+/// Runs the scenario split into `threads` parts, one thread each, and returns the run
+/// merged into one, identical to the run on one thread; `None` if `trial` gave up.
+/// `progress` is called from time to time with the events so far and the simulated
+/// time.
+pub fn run(
+    cfg: IbConfig,
+    topo: Topology,
+    workload: &Workload,
+    stop_at: Option<Time>,
+    threads: usize,
+    trial: Trial,
+    progress: &mut dyn FnMut(u64, Time),
+) -> Result<Option<Simulation>, String> {
+    let nodes = cut(&topo, threads);
+    let owner: Arc<[u16]> = topo.ports().iter().map(|p| nodes[p.node.index()]).collect();
+    let parts = (0..threads)
+        .map(|me| {
+            let part = Part::new(me, threads, owner.clone());
+            Simulation::new_part(cfg.clone(), topo.clone(), workload, part)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(parallel::run(parts, stop_at, trial, progress))
+}
