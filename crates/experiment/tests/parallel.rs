@@ -1,8 +1,9 @@
-//! A RoCEv2 run split over threads (`rocev2::parallel`) gives exactly the results of the
-//! same run on one thread, whatever the number of threads: flows, ports, counters, the
-//! peak of packets in flight, the events, a deadlock, where a stopped run stopped, and
-//! the rate cuts and samples of rates.csv. A run whose receivers bound it to too few
-//! events per window is not split at all.
+//! A packet-level run split over threads (`parallel`, on RoCEv2 and InfiniBand) gives
+//! exactly the results of the same run on one thread, whatever the number of threads:
+//! flows, ports, counters, the peak of packets in flight, the events, a deadlock, where
+//! a stopped run stopped, and the rate cuts and samples of rates.csv. A run whose
+//! receivers bound it to too few events per window is not split at all, nor is one
+//! with SHARP.
 
 mod common;
 
@@ -18,12 +19,17 @@ use std::path::Path;
 
 /// The example `name` on RoCEv2.
 fn example_on_roce(name: &str) -> Scenario {
+    let mut s = example(name);
+    s.fabric = FabricKind::Rocev2;
+    s
+}
+
+/// The example `name` as it is.
+fn example(name: &str) -> Scenario {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../examples")
         .join(name);
-    let mut s = Scenario::load(&path).expect("the example loads");
-    s.fabric = FabricKind::Rocev2;
-    s
+    Scenario::load(&path).expect("the example loads")
 }
 
 /// Runs `s` on one thread and on each of `threads`, checks that every split run was split
@@ -144,4 +150,54 @@ fn an_incast_is_held_under_a_ceiling_by_its_receivers_link_and_runs_on_one_threa
     // A permutation has as many receivers as senders: it is left to the trial.
     let permutation = scenario("[fabric]\nkind = \"rocev2\"\n[topology]\nkind = \"fat-tree\"\nk = 4\n[[traffic]]\nkind = \"permutation\"\nsize = \"1MiB\"\n");
     assert_eq!(ceiling(&permutation), None);
+}
+
+#[test]
+fn an_infiniband_fat_tree_with_adaptive_routing_and_congestion_control_is_the_same_on_any_number_of_threads(
+) {
+    // Cross-pod traffic: packets and flow-control packets cross the cuts, adaptive routing
+    // reads the credits they return, FECN marks come back as BECNs from another part.
+    let s = scenario(
+        "seed = 3\n[fabric]\nkind = \"infiniband\"\n[fabric.infiniband]\nadaptive_routing = true\ncongestion_control = true\nfecn_threshold = \"32KiB\"\n[topology]\nkind = \"fat-tree\"\nk = 4\n[[traffic]]\nkind = \"incast\"\nsenders = [4, 8, 12, 13, 9]\ndst = 0\nsize = \"2MiB\"\n[[traffic]]\nkind = \"permutation\"\nsize = \"512KiB\"\n",
+    );
+    let r = same_on(&s, &[2, 3, 4]);
+    assert!(
+        r.congestion_marks > 0 && r.congestion_notifications > 0,
+        "{} FECN marks, {} BECNs",
+        r.congestion_marks,
+        r.congestion_notifications
+    );
+    assert!(r.ports.iter().any(|p| p.credit_stall > Time::ZERO));
+    assert!(r.flows.iter().all(|f| f.finish.is_some()));
+}
+
+#[test]
+fn an_infiniband_credit_loop_is_found_at_the_same_instant_on_any_number_of_threads() {
+    let r = same_on(&example("infiniband-credit-loop.toml"), &[2, 3]);
+    assert!(r.deadlock.is_some(), "the example deadlocks");
+}
+
+#[test]
+fn an_infiniband_ring_all_reduce_and_a_stopped_run_are_the_same_on_two_threads() {
+    // Each step of the ring waits for the previous one's data from another server.
+    let r = same_on(
+        &scenario("[fabric]\nkind = \"infiniband\"\nlink_rate = \"400Gbps\"\n[topology]\nkind = \"fat-tree\"\nk = 4\n[[traffic]]\nkind = \"collective\"\nop = \"all-reduce\"\nalgorithm = \"ring\"\nsize = \"16MiB\"\nchannels = 2\n"),
+        &[2, 4],
+    );
+    assert!(r.flows.iter().all(|f| f.finish.is_some()));
+    let mut s = example("bench-fat-tree-k8.toml");
+    s.stop_at = Some(Time::from_us(20));
+    let r = same_on(&s, &[2]);
+    assert!(r.stopped_by_time);
+    assert!(r.flows.iter().any(|f| f.finish.is_none()));
+}
+
+#[test]
+fn a_sharp_all_reduce_goes_on_one_thread_with_the_same_results() {
+    // A SHARP group's result completes every rank's message at once, across parts.
+    let s = scenario("[fabric]\nkind = \"infiniband\"\n[topology]\nkind = \"fat-tree\"\nk = 4\n[[traffic]]\nkind = \"collective\"\nop = \"all-reduce\"\nalgorithm = \"sharp\"\nsize = \"1MiB\"\n");
+    let one = runner::run_threaded(&s, None, false, 1, Trial::Always).expect("runs");
+    let asked = runner::run_threaded(&s, None, false, 2, Trial::Always).expect("runs");
+    assert_eq!(asked.threads, 1);
+    assert_eq!(asked.report, one.report);
 }
