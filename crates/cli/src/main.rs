@@ -85,10 +85,10 @@ enum Command {
         #[arg(long)]
         force: bool,
         /// Threads to use (default: every core): a training job's +1 us sensitivity run
-        /// goes beside its main run, and a RoCEv2 run at packet level is split over the
-        /// threads it has (unless it asks for a capture or the PFC watchdog, or its
-        /// receivers or its first windows make it too sparse to gain). Results are the
-        /// same for any number.
+        /// goes beside its main run, and a run at packet level is split over the threads
+        /// it has (unless it asks for a capture, the PFC watchdog, SHARP or a NIC message
+        /// rate, or its receivers or its first windows make it too sparse to gain).
+        /// Results are the same for any number.
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
         threads: Option<u32>,
     },
@@ -190,12 +190,13 @@ enum Command {
         /// this many GPUs (a multiple of 8).
         #[arg(long, value_parser = clap::value_parser!(u32).range(16..=1_048_576))]
         flow_gpus: Option<u32>,
-        /// The fabric of the flow-level benchmark.
-        #[arg(long, value_enum, default_value = "infiniband")]
-        fabric: BenchFabric,
-        /// Instead, the split-run benchmark: a RoCEv2 permutation of 2 MB per host on a
-        /// k-ary fat-tree of this k (examples/bench-permutation-k24.toml), on one thread
-        /// and on --threads, with the speed-up.
+        /// The fabric of the flow-level benchmark (default: InfiniBand) or of the
+        /// split-run benchmark (default: RoCEv2; InfiniBand with adaptive routing).
+        #[arg(long, value_enum)]
+        fabric: Option<BenchFabric>,
+        /// Instead, the split-run benchmark: a permutation of 2 MB per host on a k-ary
+        /// fat-tree of this k (examples/bench-permutation-k24.toml), on one thread and on
+        /// --threads, with the speed-up.
         #[arg(long, value_parser = clap::value_parser!(u32).range(4..=64))]
         split_k: Option<u32>,
         /// Threads for --split-k (default: every core).
@@ -204,11 +205,20 @@ enum Command {
     },
 }
 
-/// A fabric for `bench --flow-gpus`.
+/// A fabric for `bench --flow-gpus` and `--split-k`.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 enum BenchFabric {
     Infiniband,
     Rocev2,
+}
+
+impl BenchFabric {
+    fn kind(self) -> FabricKind {
+        match self {
+            BenchFabric::Infiniband => FabricKind::Infiniband,
+            BenchFabric::Rocev2 => FabricKind::Rocev2,
+        }
+    }
 }
 
 /// Exit status of a run that ended with flows unfinished.
@@ -597,9 +607,8 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
             } else {
                 1
             };
-            // A RoCEv2 run at packet level splits over the threads, a copy of its state
-            // in each.
-            let splits = scenario.fabric == FabricKind::Rocev2 && !scenario.runs_at_flow_level().0;
+            // A run at packet level splits over the threads, a copy of its state in each.
+            let splits = !scenario.runs_at_flow_level().0;
             let threads = threads_for(threads, &vec![bytes; runs], splits)?;
             let request = RunRequest {
                 out: dir,
@@ -698,13 +707,15 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
             let cores = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
             let threads = threads.map_or(cores, |t| t as usize);
             let report = match (flow_gpus, split_k) {
-                (_, Some(k)) => bench::split(k, threads, runs)?,
+                (_, Some(k)) => bench::split(
+                    k,
+                    fabric.map_or(FabricKind::Rocev2, BenchFabric::kind),
+                    threads,
+                    runs,
+                )?,
                 (Some(gpus), None) => bench::flow(
                     gpus,
-                    match fabric {
-                        BenchFabric::Infiniband => FabricKind::Infiniband,
-                        BenchFabric::Rocev2 => FabricKind::Rocev2,
-                    },
+                    fabric.map_or(FabricKind::Infiniband, BenchFabric::kind),
                 )?,
                 (None, None) => bench::run(size.as_deref(), runs)?,
             };

@@ -583,6 +583,41 @@ fn bench_measures_memory_per_packet_in_flight_under_200_bytes() {
     assert!(per_packet > 0.0 && per_packet <= 200.0, "{text}");
 }
 
+/// The split-run benchmark on both fabrics: the same results on one thread and on two
+/// (the benchmark fails otherwise), with the speed-up and the windows reported.
+#[test]
+fn bench_split_runs_both_fabrics_on_two_threads_with_identical_results() {
+    for fabric in ["rocev2", "infiniband"] {
+        let out = run(&[
+            "bench",
+            "--split-k",
+            "4",
+            "--fabric",
+            fabric,
+            "--threads",
+            "2",
+            "--runs",
+            "1",
+        ]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{fabric}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            text.contains("identical_results   true"),
+            "{fabric}: {text}"
+        );
+        let windows = text
+            .lines()
+            .find(|l| l.starts_with("windows"))
+            .expect("windows");
+        let n: u64 = windows.split_whitespace().nth(1).unwrap().parse().unwrap();
+        assert!(n > 0, "{fabric} was split: {text}");
+    }
+}
+
 #[test]
 fn collective_command_prints_the_nccl_tests_table() {
     let d = std::env::temp_dir().join(format!("fabricsim-coll-{}", std::process::id()));

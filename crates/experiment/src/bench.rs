@@ -107,13 +107,15 @@ pub fn run(size: Option<&str>, runs: u32) -> Result<String, String> {
     Ok(s)
 }
 
-/// The split-run benchmark: examples/bench-permutation-k24.toml (a RoCEv2 permutation of
-/// 2 MB per host) on a k-ary fat-tree, on one thread and split over `threads`,
-/// interleaved `runs` times: median wall times, events/s, the speed-up, and whether the
-/// two gave the same results (they must).
-pub fn split(k: u32, threads: usize, runs: u32) -> Result<String, String> {
+/// The split-run benchmark: examples/bench-permutation-k24.toml (a permutation of 2 MB
+/// per host) on a k-ary fat-tree and `fabric` (InfiniBand with adaptive routing), on
+/// one thread and split over `threads`, interleaved `runs` times: median wall times,
+/// events/s, the speed-up, and whether the two gave the same results (they must).
+pub fn split(k: u32, fabric: FabricKind, threads: usize, runs: u32) -> Result<String, String> {
     let text = SPLIT_SCENARIO.replace("k = 24", &format!("k = {k}"));
-    let scenario = Scenario::parse(&text, "bench-permutation").map_err(|e| e.to_string())?;
+    let mut scenario = Scenario::parse(&text, "bench-permutation").map_err(|e| e.to_string())?;
+    scenario.fabric = fabric;
+    scenario.ib.adaptive_routing = true;
     let (mut one, mut many) = (Vec::new(), Vec::new());
     let (mut reports, mut windows) = (Vec::new(), 0);
     for _ in 0..runs {
@@ -131,7 +133,11 @@ pub fn split(k: u32, threads: usize, runs: u32) -> Result<String, String> {
     let (a, b) = (one[one.len() / 2], many[many.len() / 2]);
     let r = &reports[0];
     let mut s = String::new();
-    let _ = writeln!(s, "scenario            {} (k={k}, RoCEv2)", scenario.name);
+    let fabric = match fabric {
+        FabricKind::Infiniband => "InfiniBand, adaptive routing",
+        FabricKind::Rocev2 => "RoCEv2",
+    };
+    let _ = writeln!(s, "scenario            {} (k={k}, {fabric})", scenario.name);
     let _ = writeln!(s, "hosts               {}", k * k * k / 4);
     let _ = writeln!(s, "events              {}", r.events);
     let _ = writeln!(s, "peak_packets_in_flight {}", r.peak_packets_in_flight);
