@@ -148,9 +148,10 @@ fn fabric_modules_depend_only_on_lower_layers() {
             ("workload", 0),
             ("report", 1),
             ("driver", 2),
-            ("infiniband", 3),
-            ("rocev2", 3),
-            ("flow", 3),
+            ("parallel", 3),
+            ("infiniband", 4),
+            ("rocev2", 4),
+            ("flow", 4),
         ],
     );
 }

@@ -19,7 +19,7 @@
 //! order; and a run ends at the grid line after its last completion, as it does on one
 //! thread.
 
-use crate::driver::grid_line_after;
+use crate::driver::{grid_line_after, MessageFabric};
 use crate::report::{Deadlock, DeadlockHop};
 use fabricsim_core::topology::{NodeKind, Topology};
 use fabricsim_core::units::{NodeId, Time};
@@ -105,7 +105,7 @@ pub(crate) enum Check {
 
 /// A packet model whose run can be split over threads: each part a whole model that
 /// handles only its ports' events, hands over [`Crossing`]s and logs its [`Part`].
-pub(crate) trait Splittable: Sized + Send {
+pub(crate) trait Splittable: MessageFabric + Sized + Send {
     /// A frame on a link.
     type Frame: Copy + Send;
     /// A periodic run-wide sample (RoCEv2's rates).
@@ -117,25 +117,13 @@ pub(crate) trait Splittable: Sized + Send {
     fn part_mut(&mut self) -> &mut Part<Self::Frame>;
     /// The run's lookahead, which is also its window grid.
     fn lookahead(&self) -> Time;
-    fn message_count(&self) -> usize;
     /// The deadlock check's interval.
     fn deadlock_check_interval(&self) -> Time;
     /// The interval of the periodic samples, if the run takes them.
     fn sampling(&self) -> Option<Time>;
-    /// Handles what another part handed over, then every event before `end`.
-    fn run_window(&mut self, inbox: Vec<Crossing<Self::Frame>>, end: Time);
-    /// Takes in what another part handed over: at a window's start (its frames), or from
-    /// the coordinator between windows (completions, so that the posts they release are
-    /// known before it picks the next window).
-    fn accept(&mut self, crossing: Crossing<Self::Frame>);
-    /// The time of this part's next event, if any.
-    fn peek_time(&mut self) -> Option<Time>;
-    /// Events this part has handled.
-    fn popped(&self) -> u64;
-    /// The time of this part's last event.
-    fn clock(&self) -> Time;
-    /// Messages this part has completed (at their senders).
-    fn completed(&self) -> usize;
+    /// Puts a frame another part sent on `port`'s link, arriving at `arrival`, its
+    /// arrival event with the sender's `tie`.
+    fn receive(&mut self, port: u32, frame: Self::Frame, arrival: Time, tie: u64);
     fn set_deadlock_check_pending(&mut self, pending: bool);
     /// The run-wide deadlock check at `now`, over every part's ports.
     fn check_deadlock(parts: &[&Self], now: Time, memory: &mut Self::CheckMemory) -> Check;
@@ -143,6 +131,59 @@ pub(crate) trait Splittable: Sized + Send {
     fn take_samples(parts: &mut [&mut Self], now: Time) -> Vec<Self::Sample>;
     /// The parts, once every one has finished, as one run.
     fn merge(parts: Vec<Self>, end: SplitEnd<Self::Sample>) -> Self;
+
+    fn message_count(&self) -> usize {
+        self.state().flows.len()
+    }
+
+    /// Handles what another part handed over, then every event before `end`.
+    fn run_window(&mut self, inbox: Vec<Crossing<Self::Frame>>, end: Time) {
+        for c in inbox {
+            self.accept(c);
+        }
+        while self.peek_time().is_some_and(|t| t < end) {
+            self.handle_next();
+        }
+    }
+
+    /// Takes in what another part handed over: at a window's start (its frames), or from
+    /// the coordinator between windows (completions, so that the posts they release are
+    /// known before it picks the next window).
+    fn accept(&mut self, crossing: Crossing<Self::Frame>) {
+        match crossing {
+            Crossing::Frame {
+                port,
+                frame,
+                arrival,
+                tie,
+            } => self.receive(port, frame, arrival, tie),
+            Crossing::Completed { flow, at } => {
+                let s = self.state_mut();
+                let posts = s.lifecycle.release(&mut s.flows, flow, at);
+                self.schedule_posts(posts);
+            }
+        }
+    }
+
+    /// The time of this part's next event, if any.
+    fn peek_time(&mut self) -> Option<Time> {
+        self.state_mut().queue.peek_time()
+    }
+
+    /// Events this part has handled.
+    fn popped(&self) -> u64 {
+        self.state().queue.popped()
+    }
+
+    /// The time of this part's last event.
+    fn clock(&self) -> Time {
+        self.state().queue.now()
+    }
+
+    /// Messages this part has completed (at their senders).
+    fn completed(&self) -> usize {
+        self.state().lifecycle.completed
+    }
 }
 
 /// Each node's part, for `parts` parts: hosts by server in contiguous blocks of servers,
@@ -464,8 +505,21 @@ impl<M: Splittable> Coordinator<M> {
     }
 }
 
-/// Runs `parts` (part k built with `Part::new(k, ..)` over [`cut`]'s owners), one thread
-/// each, and returns the run merged into one, identical to the run on one thread; `None`
+/// The `threads` parts of a run on `topo`, cut by [`cut`], each built by `build` from its
+/// [`Part`].
+pub(crate) fn parts<M: Splittable>(
+    topo: &Topology,
+    threads: usize,
+    build: impl Fn(Part<M::Frame>) -> Result<M, String>,
+) -> Result<Vec<M>, String> {
+    let nodes = cut(topo, threads);
+    let owner: Arc<[u16]> = topo.ports().iter().map(|p| nodes[p.node.index()]).collect();
+    (0..threads)
+        .map(|me| build(Part::new(me, threads, owner.clone())))
+        .collect()
+}
+
+/// Runs `parts` (built by [`parts`]), one thread each, and returns the run merged into one, identical to the run on one thread; `None`
 /// if `trial` gave up. `progress` is called from time to time with the events so far and
 /// the simulated time.
 pub(crate) fn run<M: Splittable>(

@@ -3,11 +3,10 @@
 
 use super::sim::Simulation;
 use super::IbConfig;
-use crate::parallel::{self, cut, Part, Trial};
+use crate::parallel::{self, Trial};
 use crate::workload::Workload;
 use fabricsim_core::topology::Topology;
 use fabricsim_core::units::Time;
-use std::sync::Arc;
 
 /// Why a run cannot be split over threads, if it cannot: what needs the whole run's
 /// state at every event (a SHARP group's result reaches every rank at once, the NIC
@@ -37,13 +36,8 @@ pub fn run(
     trial: Trial,
     progress: &mut dyn FnMut(u64, Time),
 ) -> Result<Option<Simulation>, String> {
-    let nodes = cut(&topo, threads);
-    let owner: Arc<[u16]> = topo.ports().iter().map(|p| nodes[p.node.index()]).collect();
-    let parts = (0..threads)
-        .map(|me| {
-            let part = Part::new(me, threads, owner.clone());
-            Simulation::new_part(cfg.clone(), topo.clone(), workload, part)
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let parts = parallel::parts(&topo, threads, |part| {
+        Simulation::new_part(cfg.clone(), topo.clone(), workload, part)
+    })?;
     Ok(parallel::run(parts, stop_at, trial, progress))
 }

@@ -1657,10 +1657,6 @@ impl Splittable for Simulation {
         self.lookahead
     }
 
-    fn message_count(&self) -> usize {
-        self.state.flows.len()
-    }
-
     fn deadlock_check_interval(&self) -> Time {
         self.cfg.deadlock_check
     }
@@ -1669,53 +1665,12 @@ impl Splittable for Simulation {
         None
     }
 
-    fn run_window(&mut self, inbox: Vec<Crossing<Frame>>, end: Time) {
-        for c in inbox {
-            self.accept(c);
-        }
-        while self.state.queue.peek_time().is_some_and(|t| t < end) {
-            self.handle_event();
-        }
-    }
-
-    fn accept(&mut self, crossing: Crossing<Frame>) {
-        match crossing {
-            Crossing::Frame {
-                port,
-                frame,
-                arrival,
-                tie,
-            } => {
-                let slot = self.frames.alloc(frame);
-                self.ports[port as usize]
-                    .wire
-                    .push(&mut self.frames, slot, arrival);
-                self.state
-                    .queue
-                    .schedule_tied(arrival, tie, Event::Arrival { port });
-            }
-            Crossing::Completed { flow, at } => {
-                let s = &mut self.state;
-                let posts = s.lifecycle.release(&mut s.flows, flow, at);
-                <Self as MessageFabric>::schedule_posts(self, posts);
-            }
-        }
-    }
-
-    fn peek_time(&mut self) -> Option<Time> {
-        self.state.queue.peek_time()
-    }
-
-    fn popped(&self) -> u64 {
-        self.state.queue.popped()
-    }
-
-    fn clock(&self) -> Time {
-        self.state.queue.now()
-    }
-
-    fn completed(&self) -> usize {
-        self.state.lifecycle.completed
+    fn receive(&mut self, port: u32, frame: Frame, arrival: Time, tie: u64) {
+        let slot = self.frames.alloc(frame);
+        self.ports[port as usize]
+            .wire
+            .push(&mut self.frames, slot, arrival);
+        (self.state.queue).schedule_tied(arrival, tie, Event::Arrival { port });
     }
 
     fn set_deadlock_check_pending(&mut self, pending: bool) {

@@ -4,13 +4,12 @@
 use super::sim::{link_lookahead, Simulation};
 use super::RoceConfig;
 use crate::driver::PacketTrain;
-use crate::parallel::{self, cut, Part, Trial, MIN_EVENTS_PER_WINDOW};
+use crate::parallel::{self, Trial, MIN_EVENTS_PER_WINDOW};
 use crate::workload::Workload;
 use fabricsim_core::topology::{NodeKind, Topology};
 use fabricsim_core::units::{HostId, Time};
 use fabricsim_core::wire::roce;
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
 
 /// Why a run cannot be split over threads, if it cannot: what needs the whole run's
 /// state at every event (the watchdog's cycle records, the NIC message rate's slots), or
@@ -116,13 +115,8 @@ pub fn run(
     trial: Trial,
     progress: &mut dyn FnMut(u64, Time),
 ) -> Result<Option<Simulation>, String> {
-    let nodes = cut(&topo, threads);
-    let owner: Arc<[u16]> = topo.ports().iter().map(|p| nodes[p.node.index()]).collect();
-    let parts = (0..threads)
-        .map(|me| {
-            let part = Part::new(me, threads, owner.clone());
-            Simulation::new_part(cfg.clone(), topo.clone(), workload, part)
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let parts = parallel::parts(&topo, threads, |part| {
+        Simulation::new_part(cfg.clone(), topo.clone(), workload, part)
+    })?;
     Ok(parallel::run(parts, stop_at, trial, progress))
 }

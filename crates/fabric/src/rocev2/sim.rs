@@ -1037,14 +1037,7 @@ impl Simulation {
             p.wake_at = NEVER;
             if (end, tie) > (now, self.state.queue.now_tie()) {
                 let generation = p.generation;
-                (self.state.queue).schedule_tied(
-                    end,
-                    tie,
-                    Event::Transmitter {
-                        port: port.0,
-                        generation,
-                    },
-                );
+                self.schedule_frame_end(port, end, tie, generation);
                 return;
             }
             p.busy = false;
@@ -1116,14 +1109,7 @@ impl Simulation {
         // the event itself deferred until then (a tenth of the incast's events).
         let tie = self.ties.next(self.creator);
         if self.has_work(port) {
-            (self.state.queue).schedule_tied(
-                end,
-                tie,
-                Event::Transmitter {
-                    port: port.0,
-                    generation,
-                },
-            );
+            self.schedule_frame_end(port, end, tie, generation);
         } else {
             let p = &mut self.ports[port.index()];
             p.wake_at = end;
@@ -1151,6 +1137,15 @@ impl Simulation {
         self.state
             .queue
             .schedule_tied(arrival, tie, Event::Arrival { port: port.0 });
+    }
+
+    /// Queues the end event of `port`'s frame, with the tie it took when the frame started.
+    fn schedule_frame_end(&mut self, port: PortId, end: Time, tie: u64, generation: u32) {
+        let event = Event::Transmitter {
+            port: port.0,
+            generation,
+        };
+        self.state.queue.schedule_tied(end, tie, event);
     }
 
     /// Whether anything waits to go out on `port`: a PFC frame, or a switch egress's
@@ -1843,10 +1838,6 @@ impl Splittable for Simulation {
         self.lookahead
     }
 
-    fn message_count(&self) -> usize {
-        self.state.flows.len()
-    }
-
     fn deadlock_check_interval(&self) -> Time {
         self.cfg.deadlock_check
     }
@@ -1856,53 +1847,12 @@ impl Splittable for Simulation {
         self.cfg.record_rates.then_some(self.cfg.rate_sample)
     }
 
-    fn run_window(&mut self, inbox: Vec<Crossing<Frame>>, end: Time) {
-        for c in inbox {
-            self.accept(c);
-        }
-        while let Some((now, event)) = self.state.queue.pop_until(Time(end.ps() - 1)) {
-            self.handle(now, event);
-        }
-    }
-
-    fn accept(&mut self, crossing: Crossing<Frame>) {
-        match crossing {
-            Crossing::Frame {
-                port,
-                frame,
-                arrival,
-                tie,
-            } => {
-                let slot = self.frames.alloc(frame);
-                self.ports[port as usize]
-                    .wire
-                    .push(&mut self.frames, slot, arrival);
-                self.state
-                    .queue
-                    .schedule_tied(arrival, tie, Event::Arrival { port });
-            }
-            Crossing::Completed { flow, at } => {
-                let s = &mut self.state;
-                let posts = s.lifecycle.release(&mut s.flows, flow, at);
-                <Self as MessageFabric>::schedule_posts(self, posts);
-            }
-        }
-    }
-
-    fn peek_time(&mut self) -> Option<Time> {
-        self.state.queue.peek_time()
-    }
-
-    fn popped(&self) -> u64 {
-        self.state.queue.popped()
-    }
-
-    fn clock(&self) -> Time {
-        self.state.queue.now()
-    }
-
-    fn completed(&self) -> usize {
-        self.state.lifecycle.completed
+    fn receive(&mut self, port: u32, frame: Frame, arrival: Time, tie: u64) {
+        let slot = self.frames.alloc(frame);
+        self.ports[port as usize]
+            .wire
+            .push(&mut self.frames, slot, arrival);
+        (self.state.queue).schedule_tied(arrival, tie, Event::Arrival { port });
     }
 
     fn set_deadlock_check_pending(&mut self, pending: bool) {
