@@ -74,6 +74,27 @@ impl<F> Part<F> {
     pub fn holds(&self, port: u32) -> bool {
         self.owner[port as usize] == self.me
     }
+
+    /// Hands `frame`, sent on `port` and arriving at `peer` (the link's far end, which
+    /// another part holds) at `arrival` with the sender's `tie`, to that part.
+    pub fn hand_over(&mut self, port: u32, peer: usize, frame: F, arrival: Time, tie: u64) {
+        self.outbox[self.owner[peer] as usize].push(Crossing::Frame {
+            port,
+            frame,
+            arrival,
+            tie,
+        });
+    }
+
+    /// Tells every other part that message `flow` completed at `at` (they may send its
+    /// dependents).
+    pub fn tell_completed(&mut self, flow: u32, at: Time) {
+        for (k, out) in self.outbox.iter_mut().enumerate() {
+            if k != self.me as usize {
+                out.push(Crossing::Completed { flow, at });
+            }
+        }
+    }
 }
 
 /// What the coordinator of a split run saw, for [`Splittable::merge`].

@@ -5,7 +5,7 @@ use crate::driver::{
     self, deadlock_hop, CaptureFilter, Lifecycle, LifecycleEvent, MessageFabric, Progress,
     RunState, Ties, WaitGraph, Wire,
 };
-use crate::parallel::{Check, Crossing, Part, SplitEnd, Splittable};
+use crate::parallel::{Check, Part, SplitEnd, Splittable};
 use crate::report::{Deadlock, DeadlockHop, PortResult, RunReport};
 use crate::workload::{Message, Workload};
 use fabricsim_core::engine::EventQueue;
@@ -1119,15 +1119,9 @@ impl Simulation {
         // sender's whichever thread handles the far end.
         let tie = self.ties.next(self.creator);
         if let Some(part) = &mut self.part {
-            let far = part.owner[spec.peer.index()];
-            if far != part.me {
+            if !part.holds(spec.peer.0) {
                 let frame = self.frames.free(slot);
-                part.outbox[far as usize].push(Crossing::Frame {
-                    port: port.0,
-                    frame,
-                    arrival,
-                    tie,
-                });
+                part.hand_over(port.0, spec.peer.index(), frame, arrival, tie);
                 return;
             }
         }
@@ -2018,11 +2012,7 @@ impl MessageFabric for Simulation {
     /// A part of a split run tells the others, which may send the dependents.
     fn released(&mut self, flow: u32, at: Time) {
         if let Some(part) = &mut self.part {
-            for (k, out) in part.outbox.iter_mut().enumerate() {
-                if k != part.me as usize {
-                    out.push(Crossing::Completed { flow, at });
-                }
-            }
+            part.tell_completed(flow, at);
         }
     }
 }
