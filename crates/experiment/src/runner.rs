@@ -121,8 +121,8 @@ pub fn run(
     run_threaded(scenario, capture, progress, 1, Trial::GiveUpIfSparse)
 }
 
-/// As [`run`], on up to `threads` threads: a RoCEv2 run at packet level is split over
-/// them (see [`rocev2::parallel`]) unless it asks for what only one thread can give, or
+/// As [`run`], on up to `threads` threads: a run at packet level is split over them (see
+/// `fabricsim_fabric::parallel`) unless it asks for what only one thread can give, or
 /// (with [`Trial::GiveUpIfSparse`]) its first windows show too few events to gain from
 /// threads; why is said on standard error when `progress`. The results are the same for
 /// any `threads`.

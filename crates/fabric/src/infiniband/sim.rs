@@ -1492,7 +1492,8 @@ impl Simulation {
         self.state.flows[flow].life.delivered_bytes
     }
 
-    /// Conservation and buffer checks, computed by walking every queue and link.
+    /// Conservation and buffer checks, computed by walking every queue and link (of a run
+    /// on one thread: a merged split run keeps its counters, not its frames).
     pub fn audit(&self) -> Audit {
         let mut in_flight = 0u64;
         let mut packets = 0u64;

@@ -1715,7 +1715,8 @@ impl Simulation {
         )
     }
 
-    /// Conservation at this instant, by walking every queue and link.
+    /// Conservation at this instant, by walking every queue and link (of a run on one
+    /// thread: a merged split run keeps its counters, not its frames).
     pub fn audit(&self) -> Audit {
         let mut in_flight = 0u64;
         let mut queued_frames = 0u64;
