@@ -21,6 +21,7 @@
 
 use crate::driver::{grid_line_after, MessageFabric};
 use crate::report::{Deadlock, DeadlockHop};
+use fabricsim_core::engine::EventQueue;
 use fabricsim_core::topology::{NodeKind, Topology};
 use fabricsim_core::units::{NodeId, Time};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -97,6 +98,31 @@ impl<F> Part<F> {
     }
 }
 
+/// Data packets in flight, and their peak so far.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct InFlight {
+    pub count: u64,
+    pub peak: u64,
+}
+
+impl InFlight {
+    /// The packets in flight changed by `change`.
+    pub fn add(&mut self, change: i64) {
+        self.count = self.count.wrapping_add_signed(change);
+        self.peak = self.peak.max(self.count);
+    }
+
+    /// The packets in flight changed by `change` at `queue`'s current event: counted
+    /// here, or, in a part of a split run, logged for the coordinator, which merges the
+    /// parts' changes in event order to find the run's peak.
+    pub fn change<F, E>(&mut self, part: Option<&mut Part<F>>, queue: &EventQueue<E>, change: i64) {
+        match part {
+            None => self.add(change),
+            Some(part) => part.in_flight.push((queue.now(), queue.now_tie(), change)),
+        }
+    }
+}
+
 /// What the coordinator of a split run saw, for [`Splittable::merge`].
 #[derive(Clone, Debug)]
 pub(crate) struct SplitEnd<S> {
@@ -105,8 +131,8 @@ pub(crate) struct SplitEnd<S> {
     pub windows: u64,
     /// The time of the run's last event.
     pub now: Time,
-    pub in_flight: u64,
-    pub peak_in_flight: u64,
+    /// The data packets in flight at the end, and their peak.
+    pub in_flight: InFlight,
     pub stop_at: Option<Time>,
     pub stopped_by_time: bool,
     pub deadlock: Option<Deadlock>,
@@ -336,8 +362,7 @@ struct Coordinator<M: Splittable> {
     memory: M::CheckMemory,
     events_outside: u64,
     last_global: Time,
-    in_flight: u64,
-    peak_in_flight: u64,
+    in_flight: InFlight,
     drain_until: Option<Time>,
     deadlock: Option<Deadlock>,
     stopped_by_time: bool,
@@ -376,8 +401,7 @@ impl<M: Splittable> Coordinator<M> {
         // part, whose order the stable sort keeps.
         changes.sort_by_key(|&(t, tie, _)| (t, tie));
         for (_, _, change) in changes {
-            self.in_flight = self.in_flight.wrapping_add_signed(change);
-            self.peak_in_flight = self.peak_in_flight.max(self.in_flight);
+            self.in_flight.add(change);
         }
         if let Some(end) = window_end {
             let last = Time(end.ps() - 1);
@@ -565,8 +589,7 @@ pub(crate) fn run<M: Splittable>(
         memory: M::CheckMemory::default(),
         events_outside: 0,
         last_global: Time::ZERO,
-        in_flight: 0,
-        peak_in_flight: 0,
+        in_flight: InFlight::default(),
         drain_until: None,
         deadlock: None,
         stopped_by_time: false,
@@ -654,7 +677,6 @@ pub(crate) fn run<M: Splittable>(
         windows,
         now,
         in_flight: coordinator.in_flight,
-        peak_in_flight: coordinator.peak_in_flight,
         stop_at,
         stopped_by_time: coordinator.stopped_by_time,
         deadlock: coordinator.deadlock,

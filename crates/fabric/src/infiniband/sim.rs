@@ -6,7 +6,7 @@ use crate::driver::{
     self, deadlock_hop, CaptureFilter, Lifecycle, LifecycleEvent, MessageFabric, Progress,
     RunState, Ties, WaitGraph, Wire,
 };
-use crate::parallel::{Check, Part, SplitEnd, Splittable};
+use crate::parallel::{Check, InFlight, Part, SplitEnd, Splittable};
 use crate::report::{Deadlock, PortResult, RunReport};
 use crate::workload::{Message, Workload};
 use fabricsim_core::engine::EventQueue;
@@ -394,8 +394,8 @@ pub struct Simulation {
     becns: u64,
     duplicates: u64,
     buffer_overflows: u64,
-    packets_in_flight: u64,
-    peak_packets_in_flight: u64,
+    /// Data packets in flight, and their peak.
+    in_flight: InFlight,
     deadlock_check_pending: bool,
     /// A closed set of blocked VLs seen at the last check, with its ports' packet counts.
     deadlock_suspect: Option<(Vec<usize>, Vec<u64>)>,
@@ -621,8 +621,7 @@ impl Simulation {
             becns: 0,
             duplicates: 0,
             buffer_overflows: 0,
-            packets_in_flight: 0,
-            peak_packets_in_flight: 0,
+            in_flight: InFlight::default(),
             deadlock_check_pending: false,
             deadlock_suspect: None,
             creator: ties.setup(),
@@ -914,17 +913,7 @@ impl Simulation {
     /// Data packets in flight changed by `change` (a part of a split run logs it for its
     /// coordinator, which finds the run's peak).
     fn count_in_flight(&mut self, change: i64) {
-        match &mut self.part {
-            None => {
-                self.packets_in_flight = self.packets_in_flight.wrapping_add_signed(change);
-                self.peak_packets_in_flight =
-                    self.peak_packets_in_flight.max(self.packets_in_flight);
-            }
-            Some(part) => {
-                let q = &self.state.queue;
-                part.in_flight.push((q.now(), q.now_tie(), change));
-            }
-        }
+        (self.in_flight).change(self.part.as_mut(), &self.state.queue, change);
     }
 
     /// Frees the input-buffer credits of a packet that has left this switch.
@@ -1612,7 +1601,7 @@ impl Simulation {
             congestion_notifications: self.becns,
             duplicates: self.duplicates,
             buffer_overflows: self.buffer_overflows(),
-            peak_packets_in_flight: self.peak_packets_in_flight,
+            peak_packets_in_flight: self.in_flight.peak,
             stopped_by_time: self.state.stopped_by_time,
             pfc_pause_frames: 0,
             naks: 0,
@@ -1737,8 +1726,7 @@ impl Splittable for Simulation {
         merged.frames = Pool::default();
         merged.state.queue = EventQueue::new();
         merged.part = None;
-        merged.peak_packets_in_flight = end.peak_in_flight;
-        merged.packets_in_flight = end.in_flight;
+        merged.in_flight = end.in_flight;
         merged.state.stop_at = end.stop_at;
         merged.state.stopped_by_time = end.stopped_by_time;
         merged.state.deadlock = end.deadlock;

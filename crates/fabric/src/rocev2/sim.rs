@@ -5,7 +5,7 @@ use crate::driver::{
     self, deadlock_hop, CaptureFilter, Lifecycle, LifecycleEvent, MessageFabric, Progress,
     RunState, Ties, WaitGraph, Wire,
 };
-use crate::parallel::{Check, Part, SplitEnd, Splittable};
+use crate::parallel::{Check, InFlight, Part, SplitEnd, Splittable};
 use crate::report::{Deadlock, DeadlockHop, PortResult, RunReport};
 use crate::workload::{Message, Workload};
 use fabricsim_core::engine::EventQueue;
@@ -380,8 +380,8 @@ pub struct Simulation {
     cnps: u64,
     naks: u64,
     timeouts: u64,
-    packets_in_flight: u64,
-    peak_packets_in_flight: u64,
+    /// Data packets in flight, and their peak.
+    in_flight: InFlight,
     rates: Vec<RateSample>,
     deadlock_check_pending: bool,
     /// Messages on a NIC (posted, not known to be acknowledged), for rate sampling.
@@ -541,8 +541,7 @@ impl Simulation {
             cnps: 0,
             naks: 0,
             timeouts: 0,
-            packets_in_flight: 0,
-            peak_packets_in_flight: 0,
+            in_flight: InFlight::default(),
             rates: Vec::new(),
             deadlock_check_pending: false,
             pfc_cycles: Vec::new(),
@@ -962,17 +961,7 @@ impl Simulation {
     /// Data packets in flight changed by `change` (a part of a split run logs it for its
     /// coordinator, which alone sees them all).
     fn count_in_flight(&mut self, change: i64) {
-        match &mut self.part {
-            None => {
-                self.packets_in_flight = self.packets_in_flight.wrapping_add_signed(change);
-                self.peak_packets_in_flight =
-                    self.peak_packets_in_flight.max(self.packets_in_flight);
-            }
-            Some(part) => {
-                let q = &self.state.queue;
-                part.in_flight.push((q.now(), q.now_tie(), change));
-            }
-        }
+        (self.in_flight).change(self.part.as_mut(), &self.state.queue, change);
     }
 
     /// Counts a data packet lost at `port`.
@@ -1807,7 +1796,7 @@ impl Simulation {
             congestion_notifications: self.cnps,
             duplicates: 0,
             buffer_overflows: 0,
-            peak_packets_in_flight: self.peak_packets_in_flight,
+            peak_packets_in_flight: self.in_flight.peak,
             stopped_by_time: self.state.stopped_by_time,
             pfc_pause_frames: self.ports.iter().map(|p| p.pause_frames).sum(),
             naks: self.naks,
@@ -1936,8 +1925,7 @@ impl Splittable for Simulation {
         merged.frames = Pool::default();
         merged.state.queue = EventQueue::new();
         merged.part = None;
-        merged.peak_packets_in_flight = end.peak_in_flight;
-        merged.packets_in_flight = end.in_flight;
+        merged.in_flight = end.in_flight;
         merged.state.stop_at = end.stop_at;
         merged.state.stopped_by_time = end.stopped_by_time;
         merged.state.deadlock = end.deadlock;
