@@ -152,9 +152,8 @@ pub fn run_threaded(
         datapath::apply(&mut workload, h, topo.host_count(), scenario.gpus_per_node);
     }
     let (mut probe, mut probed) = (0, 1);
-    // The wall time of a run already finished (split over threads), and their number.
-    let (mut finished, mut split_over) = (None, 1);
-    let mut sim = match scenario.fabric {
+    // The model, and the wall time of a run already finished (split over threads).
+    let (mut sim, finished) = match scenario.fabric {
         _ if flow_level => {
             let mut cfg = flow_config(scenario);
             if scenario.fabric == FabricKind::Rocev2 {
@@ -162,12 +161,8 @@ pub fn run_threaded(
                 cfg.sharing = sharing_probe(scenario, probe)?;
                 probed = cfg.sharing.last().map_or(1, |p| p.0);
             }
-            Model::Flow(Box::new(flow::Simulation::new(
-                cfg,
-                topo,
-                &workload,
-                scenario.stop_at,
-            )?))
+            let flow = flow::Simulation::new(cfg, topo, &workload, scenario.stop_at)?;
+            (Model::Flow(Box::new(flow)), None)
         }
         FabricKind::Infiniband => {
             let why_not = infiniband::parallel::why_not_split(&topo, &workload);
@@ -190,9 +185,7 @@ pub fn run_threaded(
                 },
             )?;
             if let Some((ib, wall)) = split {
-                finished = Some(wall);
-                split_over = threads;
-                Model::Ib(Box::new(ib))
+                (Model::Ib(Box::new(ib)), Some(wall))
             } else {
                 let mut ib = infiniband::Simulation::new(
                     scenario.ib.clone(),
@@ -203,7 +196,7 @@ pub fn run_threaded(
                 if let Some(f) = capture {
                     ib.capture(f);
                 }
-                Model::Ib(Box::new(ib))
+                (Model::Ib(Box::new(ib)), None)
             }
         }
         FabricKind::Rocev2 => {
@@ -243,18 +236,17 @@ pub fn run_threaded(
                 },
             )?;
             if let Some((roce, wall)) = split {
-                finished = Some(wall);
-                split_over = threads;
-                Model::Roce(Box::new(roce))
+                (Model::Roce(Box::new(roce)), Some(wall))
             } else {
                 let mut roce = rocev2::Simulation::new(cfg, topo, &workload, scenario.stop_at)?;
                 if let Some(f) = capture {
                     roce.capture(f);
                 }
-                Model::Roce(Box::new(roce))
+                (Model::Roce(Box::new(roce)), None)
             }
         }
     };
+    let split_over = if finished.is_some() { threads } else { 1 };
     let wall_seconds = match finished {
         Some(wall) => wall,
         None => drive(&mut sim, progress),
