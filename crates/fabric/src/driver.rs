@@ -11,10 +11,9 @@ use fabricsim_core::topology::{NodeKind, Nvlink, Port, Routes, Topology};
 use fabricsim_core::units::{HostId, PortId, Time};
 
 /// The frames in flight on one link, in arrival order: a FIFO of slots in the fabric's
-/// frame pool, each stamped with its arrival time. A fabric may keep one pending arrival
-/// event per link, for its head ([`push`](Wire::push) says when to schedule it, and
-/// [`pop`](Wire::pop) when the next one is due; InfiniBand does), or one per frame
-/// (RoCEv2, whose events' order must not depend on which thread handles the far end).
+/// frame pool, each stamped with its arrival time. Each frame has its own arrival event,
+/// which its sender schedules, so that events' order does not depend on which thread
+/// handles the far end.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Wire {
     frames: Fifo,
@@ -28,20 +27,16 @@ pub fn prefetch_above_slots<F>(state_bytes: usize) -> usize {
 
 impl Wire {
     /// Adds the frame in `slot`, which reaches the far end at `arrival` (arrivals never
-    /// decrease). Returns true when it is the head, whose arrival event the caller must
-    /// schedule.
-    pub fn push<F>(&mut self, pool: &mut Pool<F>, slot: Slot, arrival: Time) -> bool {
+    /// decrease).
+    pub fn push<F>(&mut self, pool: &mut Pool<F>, slot: Slot, arrival: Time) {
         debug_assert!(self.frames.back().is_none_or(|s| pool.time(s) <= arrival));
-        pool.push_back(&mut self.frames, slot, arrival)
+        pool.push_back(&mut self.frames, slot, arrival);
     }
 
-    /// Removes the head at its arrival; returns its slot (still occupied) and the arrival
-    /// time of the new head, whose event the caller must schedule.
-    pub fn pop<F>(&mut self, pool: &mut Pool<F>) -> (Slot, Option<Time>) {
-        let head = pool
-            .pop_front(&mut self.frames)
-            .expect("an arrival event implies a frame on the wire");
-        (head, self.frames.front().map(|s| pool.time(s)))
+    /// Removes the head at its arrival; returns its slot (still occupied).
+    pub fn pop<F>(&mut self, pool: &mut Pool<F>) -> Slot {
+        pool.pop_front(&mut self.frames)
+            .expect("an arrival event implies a frame on the wire")
     }
 
     /// The frame that arrives next, if any.
@@ -584,6 +579,17 @@ pub(crate) struct RunState<E, F, C> {
     pub drain_until: Option<Time>,
     /// Every event before `drain_until` has been handled.
     pub drained: bool,
+    /// A run split over threads once its parts are merged: its events, its last event's
+    /// time and its windows (the merged run has no queue of its own).
+    pub merged: Option<Merged>,
+}
+
+/// What a split run's coordinator counted, kept by the merged run.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Merged {
+    pub events: u64,
+    pub now: Time,
+    pub windows: u64,
 }
 
 /// The first line of a grid of `grid` after `t`.
@@ -639,12 +645,27 @@ impl<E, F, C> RunState<E, F, C> {
             .collect()
     }
 
+    /// The time of the run's last event.
+    pub fn now(&self) -> Time {
+        self.merged.map_or(self.queue.now(), |m| m.now)
+    }
+
+    /// The events the run has handled.
+    pub fn events(&self) -> u64 {
+        self.merged.map_or(self.queue.popped(), |m| m.events)
+    }
+
+    /// The windows a split run took (0 for a run on one thread).
+    pub fn windows(&self) -> u64 {
+        self.merged.map_or(0, |m| m.windows)
+    }
+
     /// Where the run's clock stands: `stop_at` if the run was stopped there, else its
     /// last event.
     pub fn end_time(&self) -> Time {
         match self.stop_at {
             Some(t) if self.stopped_by_time => t,
-            _ => self.queue.now(),
+            _ => self.now(),
         }
     }
 

@@ -276,6 +276,7 @@ impl Simulation {
                 grid: None,
                 drain_until: None,
                 drained: false,
+                merged: None,
             },
             links,
             dirty: Vec::new(),

@@ -19,7 +19,7 @@
 //! order; and a run ends at the grid line after its last completion, as it does on one
 //! thread.
 
-use crate::driver::{grid_line_after, MessageFabric};
+use crate::driver::{grid_line_after, Merged, MessageFabric, RunState};
 use crate::report::{Deadlock, DeadlockHop};
 use fabricsim_core::engine::EventQueue;
 use fabricsim_core::topology::{NodeKind, Topology};
@@ -138,6 +138,22 @@ pub(crate) struct SplitEnd<S> {
     pub deadlock: Option<Deadlock>,
     /// The periodic samples, in time and then flow order.
     pub samples: Vec<S>,
+}
+
+impl<S> SplitEnd<S> {
+    /// Makes `state` (part 0's) the merged run's: no events left, and where and why the
+    /// run ended as the coordinator saw it.
+    pub fn close<E, F, C>(&mut self, state: &mut RunState<E, F, C>) {
+        state.queue = EventQueue::new();
+        state.stop_at = self.stop_at;
+        state.stopped_by_time = self.stopped_by_time;
+        state.deadlock = self.deadlock.take();
+        state.merged = Some(Merged {
+            events: self.events,
+            now: self.now,
+            windows: self.windows,
+        });
+    }
 }
 
 /// What the run-wide deadlock check found.

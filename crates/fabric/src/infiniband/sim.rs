@@ -408,10 +408,6 @@ pub struct Simulation {
     part: Option<Part<Frame>>,
     /// The run's lookahead (see [`lookahead`]).
     lookahead: Time,
-    /// A merged split run's events and last event time.
-    merged_end: Option<(u64, Time)>,
-    /// The windows a split run took (0 on one thread).
-    windows: u64,
 }
 
 /// The lookahead of a run split over threads, which is also its window grid
@@ -603,6 +599,7 @@ impl Simulation {
                 grid: part.is_none().then_some(grid),
                 drain_until: None,
                 drained: false,
+                merged: None,
             },
             frames: Pool::default(),
             prefetch_above_slots: driver::prefetch_above_slots::<Frame>(
@@ -628,8 +625,6 @@ impl Simulation {
             ties,
             part,
             lookahead: grid,
-            merged_end: None,
-            windows: 0,
         };
         <Simulation as MessageFabric>::schedule_posts(&mut sim, initial);
         Ok(sim)
@@ -672,32 +667,16 @@ impl Simulation {
     }
 
     pub fn now(&self) -> Time {
-        match self.merged_end {
-            Some((_, now)) => now,
-            None => self.state.queue.now(),
-        }
+        self.state.now()
     }
 
     pub fn events(&self) -> u64 {
-        match self.merged_end {
-            Some((events, _)) => events,
-            None => self.state.queue.popped(),
-        }
+        self.state.events()
     }
 
     /// The windows a split run took (0 for a run on one thread).
     pub fn windows(&self) -> u64 {
-        self.windows
-    }
-
-    /// Where the run's clock stands: `stop_at` if the run was stopped there, else its
-    /// last event.
-    fn end_time(&self) -> Time {
-        match (self.merged_end, self.state.stop_at) {
-            (Some(_), Some(t)) if self.state.stopped_by_time => t,
-            (Some((_, now)), _) => now,
-            (None, _) => self.state.end_time(),
-        }
+        self.state.windows()
     }
 
     #[inline(always)]
@@ -1232,7 +1211,7 @@ impl Simulation {
     fn arrive(&mut self, port: PortId) {
         let now = self.state.queue.now();
         let p = &mut self.ports[port.index()];
-        let (slot, _) = p.wire.pop(&mut self.frames);
+        let slot = p.wire.pop(&mut self.frames);
         let to = p.link.peer;
         match *self.frames.get(slot) {
             Frame::Credit { vl, fctbs, fccl } => {
@@ -1581,7 +1560,7 @@ impl Simulation {
                     + if p.stall_since == NEVER {
                         Time::ZERO
                     } else {
-                        self.end_time() - p.stall_since
+                        self.state.end_time() - p.stall_since
                     },
                 credit_packets: p.credit_packets,
                 ecn_marks: p.fecn_marks,
@@ -1589,9 +1568,7 @@ impl Simulation {
             })
             .collect();
         RunReport {
-            sim_time: (self.state.flows.iter())
-                .filter_map(|f| f.life.finish)
-                .fold(self.end_time(), Time::max),
+            sim_time: self.state.sim_time(),
             events: self.events(),
             flows,
             ports,
@@ -1672,7 +1649,7 @@ impl Splittable for Simulation {
     /// Each port (its state, egress VLs, credits and load) and each message end from
     /// the part that holds them (a message's receiver side from its receiver's part),
     /// counters summed; `end` is what the coordinator saw.
-    fn merge(mut parts: Vec<Simulation>, end: SplitEnd<()>) -> Simulation {
+    fn merge(mut parts: Vec<Simulation>, mut end: SplitEnd<()>) -> Simulation {
         let owner = parts[0].part.as_ref().expect("a part").owner.clone();
         let vls = parts[0].vls();
         let from = |i: usize| &parts[owner[i] as usize];
@@ -1724,14 +1701,9 @@ impl Splittable for Simulation {
         merged.buffer_overflows = buffer_overflows;
         merged.state.lifecycle.completed = completed;
         merged.frames = Pool::default();
-        merged.state.queue = EventQueue::new();
         merged.part = None;
         merged.in_flight = end.in_flight;
-        merged.state.stop_at = end.stop_at;
-        merged.state.stopped_by_time = end.stopped_by_time;
-        merged.state.deadlock = end.deadlock;
-        merged.merged_end = Some((end.events, end.now));
-        merged.windows = end.windows;
+        end.close(&mut merged.state);
         merged
     }
 }

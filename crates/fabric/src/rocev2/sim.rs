@@ -370,10 +370,6 @@ pub struct Simulation {
     rate_ties: Vec<u64>,
     /// See [`lookahead`].
     lookahead: Time,
-    /// A split run's events and end, once its parts are merged back into one.
-    merged_end: Option<(u64, Time)>,
-    /// A split run's windows, once merged (0 for a run on one thread).
-    windows: u64,
     drops: u64,
     lost_payload: u64,
     retransmitted: u64,
@@ -522,6 +518,7 @@ impl Simulation {
                 grid: part.is_none().then_some(grid),
                 drain_until: None,
                 drained: false,
+                merged: None,
             },
             frames: Pool::default(),
             prefetch_above_slots: driver::prefetch_above_slots::<Frame>(port_bytes),
@@ -533,8 +530,6 @@ impl Simulation {
             part,
             rate_ties: Vec::new(),
             lookahead: grid,
-            merged_end: None,
-            windows: 0,
             drops: 0,
             lost_payload: 0,
             retransmitted: 0,
@@ -715,32 +710,16 @@ impl Simulation {
     }
 
     pub fn now(&self) -> Time {
-        match self.merged_end {
-            Some((_, now)) => now,
-            None => self.state.queue.now(),
-        }
+        self.state.now()
     }
 
     pub fn events(&self) -> u64 {
-        match self.merged_end {
-            Some((events, _)) => events,
-            None => self.state.queue.popped(),
-        }
+        self.state.events()
     }
 
     /// The windows a split run took (0 for a run on one thread).
     pub fn windows(&self) -> u64 {
-        self.windows
-    }
-
-    /// Where the run's clock stands: `stop_at` if the run was stopped there, else its
-    /// last event.
-    fn end_time(&self) -> Time {
-        match (self.merged_end, self.state.stop_at) {
-            (Some(_), Some(t)) if self.state.stopped_by_time => t,
-            (Some((_, now)), _) => now,
-            (None, _) => self.state.end_time(),
-        }
+        self.state.windows()
     }
 
     /// Payload bytes a flow's receiver has placed so far.
@@ -1335,7 +1314,7 @@ impl Simulation {
     fn arrive(&mut self, port: PortId) {
         let now = self.state.queue.now();
         let p = &mut self.ports[port.index()];
-        let (slot, _) = p.wire.pop(&mut self.frames);
+        let slot = p.wire.pop(&mut self.frames);
         let frame = *self.frames.get(slot);
         let to = p.link.peer;
         match frame {
@@ -1763,7 +1742,7 @@ impl Simulation {
 
     /// Everything measured, for the experiment layer.
     pub fn report(&self) -> RunReport {
-        let now = self.end_time();
+        let now = self.state.end_time();
         let flows = self.state.flow_results(|m| self.ideal_fct(m));
         let ports = self
             .ports
@@ -1784,9 +1763,7 @@ impl Simulation {
             })
             .collect();
         RunReport {
-            sim_time: (self.state.flows.iter())
-                .filter_map(|f| f.life.finish)
-                .fold(now, Time::max),
+            sim_time: self.state.sim_time(),
             events: self.events(),
             flows,
             ports,
@@ -1870,7 +1847,7 @@ impl Splittable for Simulation {
     /// The run's parts, once every one has finished, as one run: each port and each
     /// message end from the part that holds them (a message's receiver side from its
     /// receiver's part), counters summed; `end` is what the coordinator saw.
-    fn merge(mut parts: Vec<Simulation>, end: SplitEnd<RateSample>) -> Simulation {
+    fn merge(mut parts: Vec<Simulation>, mut end: SplitEnd<RateSample>) -> Simulation {
         let owner = parts[0].part.as_ref().expect("a part").owner.clone();
         let ports: Vec<PortState> = (0..owner.len())
             .map(|i| parts[owner[i] as usize].ports[i].clone())
@@ -1923,14 +1900,9 @@ impl Splittable for Simulation {
         merged.state.flows = flows;
         merged.rates = rates.into_iter().map(|(.., r)| r).collect();
         merged.frames = Pool::default();
-        merged.state.queue = EventQueue::new();
         merged.part = None;
         merged.in_flight = end.in_flight;
-        merged.state.stop_at = end.stop_at;
-        merged.state.stopped_by_time = end.stopped_by_time;
-        merged.state.deadlock = end.deadlock;
-        merged.merged_end = Some((end.events, end.now));
-        merged.windows = end.windows;
+        end.close(&mut merged.state);
         merged
     }
 }
