@@ -592,6 +592,39 @@ pub(crate) struct Merged {
     pub windows: u64,
 }
 
+/// The lookahead of a packet-level run split over threads, which is also its window grid
+/// ([`RunState::grid`]): a frame sent at t reaches the far end of its link no sooner than
+/// the link's delay plus the serialisation of the model's smallest frame,
+/// `smallest_frame` bytes, after t; a completion posts a dependent sent from another
+/// server no sooner than [`Lifecycle::cross_server_slack`] later (`slack`); a blocked
+/// queue (a PAUSE arriving, a credit stall) schedules the deadlock check
+/// `deadlock_check` later. At least 1 ps.
+pub fn lookahead(
+    topo: &Topology,
+    smallest_frame: u64,
+    slack: Option<Time>,
+    deadlock_check: Time,
+) -> Time {
+    ([link_lookahead(topo, smallest_frame)].into_iter())
+        .chain(slack)
+        .chain([deadlock_check])
+        .min()
+        .unwrap_or(Time::MAX)
+        .max(Time(1))
+}
+
+/// The links' part of [`lookahead`]: the smallest link delay plus the serialisation of
+/// `smallest_frame` bytes (`Time::MAX` without links).
+pub fn link_lookahead(topo: &Topology, smallest_frame: u64) -> Time {
+    (topo.ports().iter())
+        .map(|p| {
+            let per_byte = p.rate.whole_ps_per_byte().unwrap_or(0);
+            p.delay + p.rate.serialization_by(per_byte, smallest_frame)
+        })
+        .min()
+        .unwrap_or(Time::MAX)
+}
+
 /// The first line of a grid of `grid` after `t`.
 pub fn grid_line_after(t: Time, grid: Time) -> Time {
     Time((t.ps() / grid.ps() + 1) * grid.ps())

@@ -406,28 +406,8 @@ pub struct Simulation {
     creator: u32,
     /// This run's share when it is split over threads (see [`crate::parallel`]).
     part: Option<Part<Frame>>,
-    /// The run's lookahead (see [`lookahead`]).
+    /// The run's lookahead (see [`driver::lookahead`]).
     lookahead: Time,
-}
-
-/// The lookahead of a run split over threads, which is also its window grid
-/// ([`RunState::grid`]): a frame sent at t reaches the far end of its link no sooner than
-/// the link's delay plus the serialisation of the smallest frame (a flow-control packet)
-/// after t; a completion posts a dependent sent from another server no sooner than
-/// [`Lifecycle::cross_server_slack`] later; a credit stall schedules the deadlock check
-/// `deadlock_check` later. At least 1 ps.
-fn lookahead(cfg: &IbConfig, topo: &Topology, life: &Lifecycle, workload: &Workload) -> Time {
-    let fc = ib::FLOW_CONTROL_PACKET_LEN as u64;
-    let links = (topo.ports().iter()).map(|p| {
-        p.delay
-            + p.rate
-                .serialization_by(p.rate.whole_ps_per_byte().unwrap_or(0), fc)
-    });
-    (links.chain(life.cross_server_slack(workload, topo, cfg.hca_rx_latency)))
-        .chain([cfg.deadlock_check])
-        .min()
-        .unwrap_or(Time::MAX)
-        .max(Time(1))
 }
 
 impl Simulation {
@@ -538,7 +518,9 @@ impl Simulation {
         let messages = &workload.messages;
         let mut lifecycle = Lifecycle::new(workload, &topo, cfg.hca_tx_latency);
         let initial = lifecycle.initial_posts(messages);
-        let grid = lookahead(&cfg, &topo, &lifecycle, workload);
+        let slack = lifecycle.cross_server_slack(workload, &topo, cfg.hca_rx_latency);
+        let fc = ib::FLOW_CONTROL_PACKET_LEN as u64;
+        let grid = driver::lookahead(&topo, fc, slack, cfg.deadlock_check);
         let sharp = workload
             .sharp_groups
             .iter()
@@ -1613,7 +1595,7 @@ impl Splittable for Simulation {
         self.part.as_mut().expect("a part")
     }
 
-    /// The lookahead of this run, and its window grid (see [`lookahead`]).
+    /// The lookahead of this run, and its window grid (see [`driver::lookahead`]).
     fn lookahead(&self) -> Time {
         self.lookahead
     }

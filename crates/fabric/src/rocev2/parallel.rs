@@ -1,9 +1,9 @@
 //! One RoCEv2 run split over threads ([`crate::parallel`]): whether it can be, whether
 //! it is worth it, and its parts.
 
-use super::sim::{link_lookahead, Simulation};
+use super::sim::Simulation;
 use super::RoceConfig;
-use crate::driver::PacketTrain;
+use crate::driver::{link_lookahead, PacketTrain};
 use crate::parallel::{self, Trial, MIN_EVENTS_PER_WINDOW};
 use crate::workload::Workload;
 use fabricsim_core::topology::{NodeKind, Topology};
@@ -47,7 +47,7 @@ pub fn events_per_window_ceiling(
     topo: &Topology,
     workload: &Workload,
 ) -> Option<f64> {
-    let window = link_lookahead(topo).ps() as f64;
+    let window = link_lookahead(topo, roce::PFC_FRAME_WIRE_LEN as u64).ps() as f64;
     // Per receiver: its data packets and their link bytes, and its senders.
     let mut into: BTreeMap<HostId, (u64, u64, Vec<HostId>)> = BTreeMap::new();
     for m in workload.messages.iter().filter(|m| m.local.is_none()) {

@@ -192,36 +192,6 @@ const _: () = assert!(std::mem::offset_of!(PortState, red) == 192);
 /// "No time": no transmitter wake-up pending.
 const NEVER: Time = Time::MAX;
 
-/// The lookahead of a run split over threads, which is also its window grid
-/// ([`RunState::grid`]): a frame sent at t reaches the far end of its link no sooner than
-/// the link's delay plus the serialisation of the smallest frame (a PFC frame) after t; a
-/// completion posts a dependent sent from another server no sooner than
-/// [`Lifecycle::cross_server_slack`] later; a PAUSE arriving schedules the deadlock check
-/// `deadlock_check` later. At least 1 ps.
-fn lookahead(cfg: &RoceConfig, topo: &Topology, life: &Lifecycle, workload: &Workload) -> Time {
-    let slack = life.cross_server_slack(workload, topo, cfg.nic_rx_latency);
-    ([link_lookahead(topo)]
-        .into_iter()
-        .chain(slack)
-        .chain([cfg.deadlock_check]))
-    .min()
-    .unwrap_or(Time::MAX)
-    .max(Time(1))
-}
-
-/// The links' part of [`lookahead`]: the smallest link delay plus a PFC frame's
-/// serialisation (`Time::MAX` without links). The run's lookahead is no longer.
-pub(crate) fn link_lookahead(topo: &Topology) -> Time {
-    let pfc = roce::PFC_FRAME_WIRE_LEN as u64;
-    (topo.ports().iter())
-        .map(|p| {
-            let per_byte = p.rate.whole_ps_per_byte().unwrap_or(0);
-            p.delay + p.rate.serialization_by(per_byte, pfc)
-        })
-        .min()
-        .unwrap_or(Time::MAX)
-}
-
 impl PortState {
     fn new(link: Port, host: Option<HostId>, headroom: u64, red: Option<RedParams>) -> Self {
         PortState {
@@ -368,7 +338,7 @@ pub struct Simulation {
     part: Option<Part<Frame>>,
     /// A part's tie of the event behind each of its rate cuts (`rates` holds them).
     rate_ties: Vec<u64>,
-    /// See [`lookahead`].
+    /// See [`driver::lookahead`].
     lookahead: Time,
     drops: u64,
     lost_payload: u64,
@@ -474,7 +444,9 @@ impl Simulation {
         let messages = &workload.messages;
         let mut lifecycle = Lifecycle::new(workload, &topo, cfg.nic_tx_latency);
         let initial = lifecycle.initial_posts(messages);
-        let grid = lookahead(&cfg, &topo, &lifecycle, workload);
+        let slack = lifecycle.cross_server_slack(workload, &topo, cfg.nic_rx_latency);
+        let pfc = roce::PFC_FRAME_WIRE_LEN as u64;
+        let grid = driver::lookahead(&topo, pfc, slack, cfg.deadlock_check);
         let flows = messages
             .iter()
             .enumerate()
@@ -1794,7 +1766,7 @@ impl Splittable for Simulation {
         self.part.as_mut().expect("a part")
     }
 
-    /// The lookahead of this run, and its window grid (see [`lookahead`]).
+    /// The lookahead of this run, and its window grid (see [`driver::lookahead`]).
     fn lookahead(&self) -> Time {
         self.lookahead
     }
