@@ -176,6 +176,8 @@ pub(crate) trait Splittable: MessageFabric + Sized + Send {
     /// What the deadlock check keeps from one run to the next.
     type CheckMemory: Default;
 
+    /// This run's share of its split run, if it is a part of one.
+    fn part(&self) -> Option<&Part<Self::Frame>>;
     /// This part's share of its split run.
     fn part_mut(&mut self) -> &mut Part<Self::Frame>;
     /// The run's lookahead, which is also its window grid.
@@ -197,6 +199,13 @@ pub(crate) trait Splittable: MessageFabric + Sized + Send {
 
     fn message_count(&self) -> usize {
         self.state().flows.len()
+    }
+
+    /// Whether this run handles `port`'s events: always, unless it is a part of a split
+    /// run that another part holds the port in.
+    #[inline(always)]
+    fn holds(&self, port: u32) -> bool {
+        self.part().is_none_or(|p| p.holds(port))
     }
 
     /// Handles what another part handed over, then every event before `end`.
@@ -563,6 +572,15 @@ impl<M: Splittable> Coordinator<M> {
             self.sample_at = Some(now + self.sampling.expect("sampling"));
             self.sample_seq = self.take_seq();
         }
+    }
+}
+
+/// The part of a split run (or the run itself) that holds `port`, among `parts` (the
+/// run's parts in order, or the run alone).
+pub(crate) fn holder<'a, M: Splittable>(parts: &[&'a M], port: usize) -> &'a M {
+    match parts[0].part() {
+        Some(p) => parts[p.owner[port] as usize],
+        None => parts[0],
     }
 }
 

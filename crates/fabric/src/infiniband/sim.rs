@@ -6,7 +6,7 @@ use crate::driver::{
     self, deadlock_hop, CaptureFilter, Lifecycle, LifecycleEvent, MessageFabric, Progress,
     RunState, Ties, WaitGraph, Wire,
 };
-use crate::parallel::{Check, InFlight, Part, SplitEnd, Splittable};
+use crate::parallel::{self, Check, InFlight, Part, SplitEnd, Splittable};
 use crate::report::{Deadlock, PortResult, RunReport};
 use crate::workload::{Message, Workload};
 use fabricsim_core::engine::EventQueue;
@@ -612,13 +612,6 @@ impl Simulation {
         Ok(sim)
     }
 
-    /// Whether this run handles `port`'s events: always, unless it is a part of a split
-    /// run that another part holds the port in.
-    #[inline(always)]
-    fn holds(&self, port: u32) -> bool {
-        self.part.as_ref().is_none_or(|p| p.holds(port))
-    }
-
     /// Schedules `event` at `at` as the current creator's next event.
     fn schedule(&mut self, at: Time, event: Event) {
         let tie = self.ties.next(self.creator);
@@ -760,7 +753,7 @@ impl Simulation {
             Some(cycle) => {
                 let sent: Vec<u64> = cycle
                     .iter()
-                    .map(|&q| Self::holder(parts, q / vls).ports[q / vls].tx_packets)
+                    .map(|&q| parallel::holder(parts, q / vls).ports[q / vls].tx_packets)
                     .collect();
                 if suspect
                     .as_ref()
@@ -776,20 +769,12 @@ impl Simulation {
             }
             None => *suspect = None,
         }
-        let stalled =
-            (0..first.ports.len()).any(|i| Self::holder(parts, i).ports[i].stall_since != NEVER);
+        let stalled = (0..first.ports.len())
+            .any(|i| parallel::holder(parts, i).ports[i].stall_since != NEVER);
         if suspect.is_some() || stalled {
             Check::Again
         } else {
             Check::Clear
-        }
-    }
-
-    /// The part of a split run (or the run itself) that holds `port`, among `parts`.
-    fn holder<'a>(parts: &[&'a Simulation], port: usize) -> &'a Simulation {
-        match &parts[0].part {
-            Some(p) => parts[p.owner[port] as usize],
-            None => parts[0],
         }
     }
 
@@ -817,7 +802,7 @@ impl Simulation {
         };
         // A switch-to-switch egress VL whose ready packet lacks credits.
         let blocked = |i: usize, vl: usize| {
-            let s = Self::holder(parts, i);
+            let s = parallel::holder(parts, i);
             let p = &s.ports[i];
             if p.host.is_some() || !is_switch(p.link.peer) {
                 return false;
@@ -842,11 +827,11 @@ impl Simulation {
             waits_on: vec![None; n * vls],
             holds: vec![Vec::new(); n * vls],
             occupancy: (0..n * vls)
-                .map(|q| Self::holder(parts, q / vls).rx_credit[q].used() as u64)
+                .map(|q| parallel::holder(parts, q / vls).rx_credit[q].used() as u64)
                 .collect(),
         };
         for i in 0..n {
-            let s = Self::holder(parts, i);
+            let s = parallel::holder(parts, i);
             let port = PortId(i as u32);
             let peer = s.ports[i].link.peer;
             let inputs = topo.node_ports(topo.port(port).node);
@@ -1590,6 +1575,10 @@ impl Splittable for Simulation {
     type Frame = Frame;
     type Sample = ();
     type CheckMemory = Option<(Vec<usize>, Vec<u64>)>;
+
+    fn part(&self) -> Option<&Part<Frame>> {
+        self.part.as_ref()
+    }
 
     fn part_mut(&mut self) -> &mut Part<Frame> {
         self.part.as_mut().expect("a part")

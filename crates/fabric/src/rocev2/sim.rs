@@ -5,7 +5,7 @@ use crate::driver::{
     self, deadlock_hop, CaptureFilter, Lifecycle, LifecycleEvent, MessageFabric, Progress,
     RunState, Ties, WaitGraph, Wire,
 };
-use crate::parallel::{Check, InFlight, Part, SplitEnd, Splittable};
+use crate::parallel::{self, Check, InFlight, Part, SplitEnd, Splittable};
 use crate::report::{Deadlock, DeadlockHop, PortResult, RunReport};
 use crate::workload::{Message, Workload};
 use fabricsim_core::engine::EventQueue;
@@ -545,13 +545,6 @@ impl Simulation {
         }
         <Simulation as MessageFabric>::schedule_posts(&mut sim, initial);
         Ok(sim)
-    }
-
-    /// Whether this run handles `port`'s events: always, unless it is a part of a split
-    /// run that another part holds the port in.
-    #[inline(always)]
-    fn holds(&self, port: u32) -> bool {
-        self.part.as_ref().is_none_or(|p| p.holds(port))
     }
 
     /// Schedules `event` at `at` as the current creator's next event.
@@ -1581,19 +1574,10 @@ impl Simulation {
         }
     }
 
-    /// The part of a split run (or the run itself) that holds `port`, among `parts`
-    /// (this run's parts in order, or this run alone).
-    fn holder<'a>(parts: &[&'a Simulation], port: usize) -> &'a Simulation {
-        match &parts[0].part {
-            Some(p) => parts[p.owner[port] as usize],
-            None => parts[0],
-        }
-    }
-
     /// Whether any switch egress of the run made of `parts` is paused at `now`.
     pub(crate) fn any_switch_paused(parts: &[&Simulation], now: Time) -> bool {
         (0..parts[0].ports.len()).any(|i| {
-            let p = &Self::holder(parts, i).ports[i];
+            let p = &parallel::holder(parts, i).ports[i];
             p.paused_until > now && p.host.is_none()
         })
     }
@@ -1606,7 +1590,7 @@ impl Simulation {
         let first = parts[0];
         let n = first.ports.len();
         let blocked = |i: usize| {
-            let p = &Self::holder(parts, i).ports[i];
+            let p = &parallel::holder(parts, i).ports[i];
             p.paused_until > now
                 && !p.queues[DATA].is_empty()
                 && p.host.is_none()
@@ -1627,7 +1611,7 @@ impl Simulation {
             holds: vec![Vec::new(); n],
             occupancy: (0..n)
                 .map(|i| {
-                    let q = &Self::holder(parts, i).ports[i];
+                    let q = &parallel::holder(parts, i).ports[i];
                     if q.xoff {
                         q.ingress + q.headroom_used
                     } else {
@@ -1638,7 +1622,7 @@ impl Simulation {
         };
         for i in 0..n {
             if blocked(i) {
-                let s = Self::holder(parts, i);
+                let s = parallel::holder(parts, i);
                 let p = &s.ports[i];
                 g.waits_on[i] = Some(p.link.peer.index());
                 for pkt in s.frames.iter(&p.queues[DATA]).map(Frame::packet) {
@@ -1761,6 +1745,10 @@ impl Splittable for Simulation {
     type Frame = Frame;
     type Sample = RateSample;
     type CheckMemory = ();
+
+    fn part(&self) -> Option<&Part<Frame>> {
+        self.part.as_ref()
+    }
 
     fn part_mut(&mut self) -> &mut Part<Frame> {
         self.part.as_mut().expect("a part")
