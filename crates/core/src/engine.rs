@@ -147,6 +147,7 @@ impl<E> EventQueue<E> {
     /// increasing tie order. Ties must be unique among same-time events; a queue should
     /// not mix this with [`schedule`](Self::schedule) unless the caller keeps its ties
     /// apart from the counter's.
+    #[inline(always)]
     pub fn schedule_tied(&mut self, time: Time, tie: u64, event: E) {
         assert!(
             time >= self.now,
@@ -155,23 +156,34 @@ impl<E> EventQueue<E> {
         );
         let node = self.alloc(time, tie, event);
         let b = bucket_of(time);
-        if b >= self.cursor + WHEEL as u64 {
-            self.far.push(Reverse((time, tie, node)));
-        } else if b < self.cursor || (b == self.cursor && !self.current.is_empty()) {
-            // Into the bucket being drained, in its (time, tie) place; or earlier than
-            // that bucket (a `peek_time` turned the wheel past `now` to the next event,
-            // and this one comes before it): then it is the earliest pending event, and
-            // `current` is where the earliest wait.
-            let at = self
-                .current
-                .partition_point(|&(t, k, _)| (t, k) > (time, tie));
-            self.current.insert(at, (time, tie, node));
-            self.on_wheel += 1;
+        if b >= self.cursor + WHEEL as u64
+            || b < self.cursor
+            || (b == self.cursor && !self.current.is_empty())
+        {
+            self.place_off_wheel(time, tie, node, b);
         } else {
             self.append(b, node);
         }
     }
 
+    /// [`schedule_tied`](Self::schedule_tied)'s rarer places for `node`: beyond the
+    /// wheel's span, or in the bucket being drained (or before it: a `peek_time` turned
+    /// the wheel past `now` to the next event, and this one comes before it, so it is the
+    /// earliest pending event, and `current` is where the earliest wait).
+    #[inline(never)]
+    fn place_off_wheel(&mut self, time: Time, tie: u64, node: u32, b: u64) {
+        if b >= self.cursor + WHEEL as u64 {
+            self.far.push(Reverse((time, tie, node)));
+        } else {
+            let at = self
+                .current
+                .partition_point(|&(t, k, _)| (t, k) > (time, tie));
+            self.current.insert(at, (time, tie, node));
+            self.on_wheel += 1;
+        }
+    }
+
+    #[inline(always)]
     fn alloc(&mut self, time: Time, tie: u64, event: E) -> u32 {
         let node = Node {
             time,
@@ -193,6 +205,7 @@ impl<E> EventQueue<E> {
     }
 
     /// Adds `node` to bucket `b`'s list, as its newest.
+    #[inline(always)]
     fn append(&mut self, b: u64, node: u32) {
         let slot = (b % WHEEL as u64) as usize;
         let head = &mut self.wheel[slot];

@@ -51,6 +51,9 @@ pub(crate) struct Packet {
     fecn: bool,
     /// Data: the sender asked for an ACK (the segment's AckReq bit).
     ack_req: bool,
+    /// At a switch egress: the input it entered by (the switch's local port index, or
+    /// its last for packets it made itself); set when it is queued there.
+    input: u16,
 }
 
 impl Packet {
@@ -79,6 +82,13 @@ impl Frame {
             Frame::Credit { .. } => unreachable!("queues of packets hold no credit frames"),
         }
     }
+
+    fn packet_mut(&mut self) -> &mut Packet {
+        match self {
+            Frame::Packet(pkt) => pkt,
+            Frame::Credit { .. } => unreachable!("queues of packets hold no credit frames"),
+        }
+    }
 }
 
 /// The closed event set.
@@ -101,13 +111,11 @@ pub(crate) enum Event {
 /// End of the round-robin list of an egress VL's ready inputs.
 const NO_INPUT: u16 = u16::MAX;
 
-/// One input port's packets at an egress VL.
+/// One input port's ready packets at an egress VL.
 #[derive(Clone, Copy, Debug)]
 struct InputQueue {
-    /// The packets, in arrival order, in the frame pool.
+    /// The packets whose switch latency has passed, in arrival order, in the frame pool.
     packets: Fifo,
-    /// How many packets at the front are ready.
-    ready: u32,
     /// The next input of the round-robin list, if this one is in it.
     next_ready: u16,
 }
@@ -115,16 +123,23 @@ struct InputQueue {
 /// One egress VL of a switch port: a FIFO per input port, ready inputs served round-robin
 /// (unverified: the IBA leaves a switch's arbitration among inputs to the implementation;
 /// round-robin gives each input an equal share, see docs/PARAMETERS.md).
-/// The inputs and their round-robin list share one small array, so serving a packet
-/// reads two or three cache lines besides the packet itself. The array is made when the
-/// first packet arrives: an egress VL no packet ever uses costs no per-input memory (a
-/// radix-R switch would otherwise hold R x R x VLs input queues).
+/// A packet waits out the switch latency in the VL's one maturing FIFO, then moves to its
+/// input's FIFO; so an arrival touches only the VL's first line and frames, and the input
+/// queue's line is read when the packet matures, shortly before it is served (each
+/// arrival at a large switch missed on it). The inputs and their round-robin list share
+/// one small array, made when the first packet matures: an egress VL no packet ever uses
+/// costs no per-input memory (a radix-R switch would otherwise hold R x R x VLs input
+/// queues).
 #[derive(Clone, Debug)]
 #[repr(C, align(64))]
 struct EgressVl {
     /// When the front of `maturing` becomes ready, or `NEVER` if it is empty: the
-    /// arbiter's look at this VL reads the first cache line only, not the list.
+    /// arbiter's look at this VL reads this line only, not the frames.
     first_ready: Time,
+    /// Packets still inside the switch latency, in the frame pool, each stamped with its
+    /// ready time. Every packet waits the same latency, so arrival order is ready order
+    /// and the front is the next due.
+    maturing: Fifo,
     /// The inputs with a ready head, in round-robin order: first and last.
     rr_head: u16,
     rr_tail: u16,
@@ -132,41 +147,35 @@ struct EgressVl {
     radix: u16,
     bytes: u64,
     /// One queue per input port of the switch (and one for packets it makes itself), or
-    /// none before the first packet.
+    /// none before the first packet matures.
     inputs: Vec<InputQueue>,
-    /// Packets still inside the switch latency, as (ready time, input). Every packet waits
-    /// the same latency, so arrival order is ready order and the front is the next due.
-    maturing: VecDeque<(Time, u16)>,
 }
 
-// What the arbiter reads, up to the inputs' address, fills the first line.
-const _: () = assert!(std::mem::offset_of!(EgressVl, maturing) <= 64);
+// What an arrival and the arbiter read fills one line.
+const _: () = assert!(std::mem::size_of::<EgressVl>() == 64);
 
 impl EgressVl {
     fn new(radix: u16) -> Self {
         EgressVl {
             first_ready: NEVER,
+            maturing: Fifo::default(),
             rr_head: NO_INPUT,
             rr_tail: NO_INPUT,
             radix,
             bytes: 0,
             inputs: Vec::new(),
-            maturing: VecDeque::new(),
         }
     }
 
     /// Queues the packet in `slot` from `input`; it becomes ready at `ready`.
     #[inline(always)]
     fn push(&mut self, frames: &mut Pool<Frame>, input: usize, slot: Slot, ready: Time) {
-        if self.inputs.is_empty() {
-            self.make_inputs();
-        }
-        frames.push_back(&mut self.inputs[input].packets, slot, ready);
-        if self.maturing.is_empty() {
+        let pkt = frames.get_mut(slot).packet_mut();
+        pkt.input = input as u16;
+        self.bytes += pkt.wire as u64;
+        if frames.push_back(&mut self.maturing, slot, ready) {
             self.first_ready = ready;
         }
-        self.maturing.push_back((ready, input as u16));
-        self.bytes += frames.get(slot).packet().wire as u64;
     }
 
     /// The per-input queues, made at the first packet.
@@ -176,35 +185,52 @@ impl EgressVl {
         self.inputs = vec![
             InputQueue {
                 packets: Fifo::default(),
-                ready: 0,
                 next_ready: NO_INPUT,
             };
             self.radix as usize
         ];
     }
 
-    /// Marks every packet whose latency has passed by `now` as ready.
+    /// Moves every packet whose latency has passed by `now` to its input's queue.
     #[inline(always)]
-    fn mature(&mut self, now: Time) {
+    fn mature(&mut self, frames: &mut Pool<Frame>, now: Time) {
         if self.first_ready <= now {
-            self.mature_due(now);
+            self.mature_due(frames, now);
         }
     }
 
-    fn mature_due(&mut self, now: Time) {
-        while let Some(&(t, input)) = self.maturing.front() {
+    fn mature_due(&mut self, frames: &mut Pool<Frame>, now: Time) {
+        if self.inputs.is_empty() {
+            self.make_inputs();
+        }
+        while let Some(slot) = self.maturing.front() {
+            let t = frames.time(slot);
             if t > now {
                 self.first_ready = t;
                 return;
             }
-            self.maturing.pop_front();
-            let q = &mut self.inputs[input as usize];
-            q.ready += 1;
-            if q.ready == 1 {
+            frames.pop_front(&mut self.maturing);
+            let input = frames.get(slot).packet().input;
+            if frames.push_back(&mut self.inputs[input as usize].packets, slot, t) {
                 self.join_round_robin(input);
             }
         }
         self.first_ready = NEVER;
+    }
+
+    /// Blocks of the packets queued here, maturing or ready, by input.
+    fn blocks_by_input(&self, frames: &Pool<Frame>) -> Vec<u64> {
+        let mut blocks = vec![0u64; self.radix as usize];
+        for pkt in self.packets(frames) {
+            blocks[pkt.input as usize] += pkt.blocks() as u64;
+        }
+        blocks
+    }
+
+    /// Every packet queued here: the ready ones by input, then the maturing ones.
+    fn packets<'a>(&'a self, frames: &'a Pool<Frame>) -> impl Iterator<Item = &'a Packet> + 'a {
+        let ready = self.inputs.iter().flat_map(|q| frames.iter(&q.packets));
+        ready.chain(frames.iter(&self.maturing)).map(Frame::packet)
     }
 
     fn join_round_robin(&mut self, input: u16) {
@@ -237,8 +263,7 @@ impl EgressVl {
         let slot = frames
             .pop_front(&mut q.packets)
             .expect("ready inputs are non-empty");
-        q.ready -= 1;
-        let more = q.ready > 0;
+        let more = !q.packets.is_empty();
         self.rr_head = q.next_ready;
         if self.rr_head == NO_INPUT {
             self.rr_tail = NO_INPUT;
@@ -841,12 +866,7 @@ impl Simulation {
                 }
                 let q = i * vls + vl;
                 g.waits_on[q] = Some(peer.index() * vls + vl);
-                for (input, queue) in inputs.iter().zip(&e.inputs) {
-                    let blocks: u64 = s
-                        .frames
-                        .iter(&queue.packets)
-                        .map(|f| f.packet().blocks() as u64)
-                        .sum();
+                for (input, blocks) in inputs.iter().zip(e.blocks_by_input(&s.frames)) {
                     if blocks > 0 {
                         g.holds[q].push((input.index() * vls + vl, blocks));
                     }
@@ -994,10 +1014,10 @@ impl Simulation {
         let vls = self.cfg.virtual_lanes as usize;
         let egress = &mut self.egress[port.index() * vls..(port.index() + 1) * vls];
         let tx_credit = &self.tx_credit[port.index() * vls..];
-        let frames = &self.frames;
+        let frames = &mut self.frames;
         let vl = self.arbitration.pick(&mut p.arbiter, |vl| {
             let e = &mut egress[vl as usize];
-            e.mature(now);
+            e.mature(frames, now);
             match e.next_input() {
                 Some(input) => {
                     let pkt = frames.get(e.head(input)).packet();
@@ -1118,6 +1138,7 @@ impl Simulation {
                 vl,
                 fecn: false,
                 ack_req: seg.ack_req,
+                input: 0,
             }
         };
         if let Some((prev, next)) = handoff {
@@ -1378,6 +1399,7 @@ impl Simulation {
                     vl: pkt.vl,
                     fecn: false,
                     ack_req: false,
+                    input: 0,
                 };
                 let hca = &mut self.hcas[h.index()];
                 if pkt.fecn && cc_on {
@@ -1415,11 +1437,10 @@ impl Simulation {
         }
     }
 
-    /// Bytes of simulator state per packet in flight: its slot in the frame pool, plus
-    /// its entry in an egress VL's maturing list while it waits out the switch latency
+    /// Bytes of simulator state per packet in flight: its slot in the frame pool
     /// (packets carry no payload bytes; per-port and per-flow state is not per packet).
     pub const fn bytes_per_packet_in_flight() -> usize {
-        Pool::<Frame>::slot_bytes() + std::mem::size_of::<(Time, u16)>()
+        Pool::<Frame>::slot_bytes()
     }
 
     /// Payload bytes a flow's receiver holds so far.
@@ -1447,11 +1468,9 @@ impl Simulation {
                 }
             }
         }
-        for q in self.egress.iter().flat_map(|e| &e.inputs) {
-            for f in self.frames.iter(&q.packets) {
-                queued_frames += 1;
-                count(f.packet());
-            }
+        for pkt in self.egress.iter().flat_map(|e| e.packets(&self.frames)) {
+            queued_frames += 1;
+            count(pkt);
         }
         Audit {
             sent_payload: self.state.flows.iter().map(|f| f.life.sent_bytes).sum(),
