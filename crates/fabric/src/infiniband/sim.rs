@@ -1261,6 +1261,26 @@ impl Simulation {
         }
     }
 
+    /// The egress of switch `node` towards `dst`: the static route's port, or with
+    /// adaptive routing the least loaded candidate (the static one on a tie).
+    #[inline(always)]
+    fn route(&self, node: NodeId, dst: HostId) -> PortId {
+        let preferred = self.routes.static_port(node, dst);
+        if !self.cfg.adaptive_routing {
+            return preferred;
+        }
+        let mut best = preferred;
+        let mut best_load = self.load(preferred);
+        for &c in self.routes.candidates(node, dst) {
+            let load = self.load(c);
+            if load < best_load {
+                best = c;
+                best_load = load;
+            }
+        }
+        best
+    }
+
     /// Queues a packet the switch made itself at egress `out`, after the switch latency.
     fn enqueue_generated(&mut self, out: PortId, pkt: Packet, now: Time) {
         self.count_in_flight(1);
@@ -1285,23 +1305,7 @@ impl Simulation {
             self.sharp_at_switch(node, input, pkt, now);
             return;
         }
-        let dst = HostId(pkt.dst);
-        let out = if self.cfg.adaptive_routing {
-            let cands = self.routes.candidates(node, dst);
-            let preferred = self.routes.static_port(node, dst);
-            let mut best = preferred;
-            let mut best_load = self.load(preferred);
-            for &c in cands {
-                let load = self.load(c);
-                if load < best_load {
-                    best = c;
-                    best_load = load;
-                }
-            }
-            best
-        } else {
-            self.routes.static_port(node, dst)
-        };
+        let out = self.route(node, HostId(pkt.dst));
         let local = self.ports[input.index()].link.local as usize;
         let ready = now + self.cfg.switch_latency;
         let queue = self.vl_index(out, pkt.vl);
