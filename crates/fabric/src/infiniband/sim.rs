@@ -178,7 +178,7 @@ impl EgressVl {
         }
     }
 
-    /// The per-input queues, made at the first packet.
+    /// The per-input queues, made when the first packet matures.
     #[cold]
     #[inline(never)]
     fn make_inputs(&mut self) {
