@@ -11,7 +11,7 @@ use crate::report::{Deadlock, PortResult, RunReport};
 use crate::workload::{Message, Workload};
 use fabricsim_core::engine::EventQueue;
 use fabricsim_core::pool::{Fifo, Pool, Slot};
-use fabricsim_core::prefetch::prefetch;
+use fabricsim_core::prefetch::{prefetch, WORTH_ABOVE_BYTES};
 use fabricsim_core::proto::credit::{CreditReceiver, CreditSender};
 use fabricsim_core::proto::ibcc::CcState;
 use fabricsim_core::proto::rc::{RcReceiver, RcSender, Segment, PSN_MASK};
@@ -616,6 +616,8 @@ impl Simulation {
             let tie = ties.next(p as u32);
             queue.schedule_tied(phase, tie, Event::CreditRefresh { port: p as u32 });
         }
+        let state_bytes = ports.len() * std::mem::size_of::<PortState>()
+            + egress.len() * std::mem::size_of::<EgressVl>();
         let mut sim = Simulation {
             cfg,
             topo,
@@ -634,10 +636,7 @@ impl Simulation {
                 merged: None,
             },
             frames: Pool::default(),
-            prefetch_above_slots: driver::prefetch_above_slots::<Frame>(
-                ports.len() * std::mem::size_of::<PortState>()
-                    + egress.len() * std::mem::size_of::<EgressVl>(),
-            ),
+            prefetch_above_slots: driver::prefetch_above_slots::<Frame>(state_bytes),
             loads: vec![0; ports.len()],
             tx_credit: vec![CreditSender::new(blocks); ports.len() * vls],
             rx_credit: vec![CreditReceiver::new(blocks); ports.len() * vls],
@@ -658,6 +657,9 @@ impl Simulation {
             part,
             lookahead: grid,
         };
+        // Where the ports and egress queues alone outgrow the cache, so do the event
+        // queue's nodes: a dense fabric's drained bucket is a list of dozens of them.
+        sim.state.queue.walk_ahead(state_bytes > WORTH_ABOVE_BYTES);
         <Simulation as MessageFabric>::schedule_posts(&mut sim, initial);
         Ok(sim)
     }
