@@ -314,9 +314,9 @@ struct Release {
 const NEVER: Time = Time::MAX;
 
 /// One port's state. `repr(C)` keeps the declared order so that the fields every packet
-/// event touches fill exactly the first two cache lines (cache misses, not instructions,
-/// dominated the reference benchmark under cachegrind); report counters come last. The
-/// port's switch egress queues live apart, in `Simulation::egress`.
+/// event touches fill exactly two cache lines (cache misses, not instructions, dominated
+/// the reference benchmark under cachegrind). The port's switch egress queues live
+/// apart, in `Simulation::egress`, and its report counters in `Simulation::counters`.
 #[derive(Clone, Debug)]
 #[repr(C, align(64))]
 struct PortState {
@@ -346,7 +346,17 @@ struct PortState {
     ps_per_byte: u32,
     tx_bytes: u64,
     tx_packets: u64,
-    // Rarely touched.
+}
+
+// The hot fields fill two lines and no more.
+const _: () = assert!(std::mem::size_of::<PortState>() == 128);
+
+/// A port's report counters, kept apart from its state in one dense array: the peak is
+/// compared at every packet queued and the credit packets counted at every one sent, and
+/// as a third line of `PortState` each cost a cache miss at scale (a k=16 fat-tree's
+/// counters take 200 KB, its port states 800 KB).
+#[derive(Clone, Copy, Debug, Default)]
+struct PortCounters {
     peak_queue: u64,
     credit_packets: u64,
     stall_total: Time,
@@ -362,9 +372,6 @@ impl PortState {
             .serialization_by(self.ps_per_byte, bytes as u64)
     }
 }
-
-// The hot fields fill the first two lines and no more.
-const _: () = assert!(std::mem::offset_of!(PortState, peak_queue) == 128);
 
 /// Per-HCA send queues: ACKs first, then QPs round-robin, per VL.
 #[derive(Clone, Debug, Default)]
@@ -438,6 +445,7 @@ pub struct Simulation {
     /// whenever one of its terms changes; kept apart from `ports` so that comparing a
     /// switch's candidate up-ports reads one or two cache lines, not one port each.
     loads: Vec<u64>,
+    counters: Vec<PortCounters>,
     hcas: Vec<Hca>,
     sharp: Vec<SharpGroup>,
     fecn_marks: u64,
@@ -547,13 +555,9 @@ impl Simulation {
                     releasing: None,
                     arbiter: arbitration.start(),
                     queued: 0,
-                    peak_queue: 0,
                     stall_since: NEVER,
-                    stall_total: Time::ZERO,
                     tx_bytes: 0,
                     tx_packets: 0,
-                    credit_packets: 0,
-                    fecn_marks: 0,
                 }
             })
             .collect();
@@ -638,6 +642,7 @@ impl Simulation {
             frames: Pool::default(),
             prefetch_above_slots: driver::prefetch_above_slots::<Frame>(state_bytes),
             loads: vec![0; ports.len()],
+            counters: vec![PortCounters::default(); ports.len()],
             tx_credit: vec![CreditSender::new(blocks); ports.len() * vls],
             rx_credit: vec![CreditReceiver::new(blocks); ports.len() * vls],
             arbitration,
@@ -948,7 +953,7 @@ impl Simulation {
             let vl = p.fc_pending.trailing_zeros() as u8;
             p.fc_pending &= !(1 << vl);
             p.fc_sent_since_refresh = true;
-            p.credit_packets += 1;
+            self.counters[port.index()].credit_packets += 1;
             let frame = self.frames.alloc(Frame::Credit {
                 vl,
                 fctbs: self.tx_credit[port.index() * vls + vl as usize].fctbs() as u16,
@@ -1014,7 +1019,7 @@ impl Simulation {
             p.wake_at = NEVER;
             p.generation += 1;
             if p.stall_since != NEVER {
-                p.stall_total += now - p.stall_since;
+                self.counters[port.index()].stall_total += now - p.stall_since;
                 p.stall_since = NEVER;
             }
             p.tx_packets += 1;
@@ -1325,15 +1330,21 @@ impl Simulation {
     fn enqueue_generated(&mut self, out: PortId, pkt: Packet, now: Time) {
         self.count_in_flight(1);
         let queue = self.vl_index(out, pkt.vl);
-        let o = &mut self.ports[out.index()];
         let e = &mut self.egress[queue];
         let local = e.radix as usize - 1;
         let slot = self.frames.alloc(Frame::Packet(pkt));
         e.push(&mut self.frames, local, slot, now + self.cfg.switch_latency);
-        o.queued += pkt.wire as u64;
-        o.peak_queue = o.peak_queue.max(o.queued);
-        self.add_load(out, pkt.wire as i64);
+        self.count_queued(out, pkt.wire);
         self.try_transmit(out);
+    }
+
+    /// Counts `bytes` more queued at egress `out`: its peak, and adaptive routing's load.
+    fn count_queued(&mut self, out: PortId, bytes: u32) {
+        let o = &mut self.ports[out.index()];
+        o.queued += bytes as u64;
+        let c = &mut self.counters[out.index()];
+        c.peak_queue = c.peak_queue.max(o.queued);
+        self.add_load(out, bytes as i64);
     }
 
     /// Routes the packet in `slot`, which arrived at switch `node` on `input`, into an
@@ -1349,7 +1360,6 @@ impl Simulation {
         let local = self.ports[input.index()].link.local as usize;
         let ready = now + self.cfg.switch_latency;
         let queue = self.vl_index(out, pkt.vl);
-        let o = &mut self.ports[out.index()];
         let e = &mut self.egress[queue];
         if let Some(cc) = &self.cfg.congestion_control {
             if pkt.kind == Kind::Data && e.bytes >= cc.fecn_threshold {
@@ -1357,13 +1367,11 @@ impl Simulation {
                     p.fecn = true;
                 }
                 self.fecn_marks += 1;
-                o.fecn_marks += 1;
+                self.counters[out.index()].fecn_marks += 1;
             }
         }
         e.push(&mut self.frames, local, slot, ready);
-        o.queued += pkt.wire as u64;
-        o.peak_queue = o.peak_queue.max(o.queued);
-        self.add_load(out, pkt.wire as i64);
+        self.count_queued(out, pkt.wire);
         self.try_transmit(out);
     }
 
@@ -1580,20 +1588,20 @@ impl Simulation {
             .map(|(i, p)| PortResult {
                 tx_bytes: p.tx_bytes,
                 tx_packets: p.tx_packets,
-                peak_queue_bytes: p.peak_queue,
+                peak_queue_bytes: self.counters[i].peak_queue,
                 peak_input_bytes: self.rx_credit[i * self.vls()..(i + 1) * self.vls()]
                     .iter()
                     .map(|c| c.peak() as u64 * ib::CREDIT_BLOCK as u64)
                     .max()
                     .unwrap_or(0),
-                credit_stall: p.stall_total
+                credit_stall: self.counters[i].stall_total
                     + if p.stall_since == NEVER {
                         Time::ZERO
                     } else {
                         self.state.end_time() - p.stall_since
                     },
-                credit_packets: p.credit_packets,
-                ecn_marks: p.fecn_marks,
+                credit_packets: self.counters[i].credit_packets,
+                ecn_marks: self.counters[i].fecn_marks,
                 ..PortResult::new(&self.topo, PortId(i as u32))
             })
             .collect();
@@ -1699,6 +1707,7 @@ impl Splittable for Simulation {
             .map(|q| per_vl(q).rx_credit[q].clone())
             .collect();
         let loads = (0..owner.len()).map(|i| from(i).loads[i]).collect();
+        let counters = (0..owner.len()).map(|i| from(i).counters[i]).collect();
         let topo = &parts[0].topo;
         let hcas = (0..topo.host_count())
             .map(|h| from(topo.host_port(HostId(h)).index()).hcas[h as usize].clone())
@@ -1727,6 +1736,7 @@ impl Splittable for Simulation {
         merged.tx_credit = tx_credit;
         merged.rx_credit = rx_credit;
         merged.loads = loads;
+        merged.counters = counters;
         merged.hcas = hcas;
         merged.state.flows = flows;
         merged.fecn_marks = fecn_marks;
