@@ -27,10 +27,20 @@ pub fn prefetch_above_slots<F>(state_bytes: usize) -> usize {
 
 impl Wire {
     /// Adds the frame in `slot`, which reaches the far end at `arrival` (arrivals never
-    /// decrease).
-    pub fn push<F>(&mut self, pool: &mut Pool<F>, slot: Slot, arrival: Time) {
+    /// decrease), and schedules its own arrival event there with `tie`, the sender's:
+    /// every frame on a wire has one, whichever thread handles the far end.
+    pub fn carry<F, E>(
+        &mut self,
+        pool: &mut Pool<F>,
+        queue: &mut EventQueue<E>,
+        slot: Slot,
+        arrival: Time,
+        tie: u64,
+        event: E,
+    ) {
         debug_assert!(self.frames.back().is_none_or(|s| pool.time(s) <= arrival));
         pool.push_back(&mut self.frames, slot, arrival);
+        queue.schedule_tied(arrival, tie, event);
     }
 
     /// Removes the head at its arrival; returns its slot (still occupied).

@@ -1044,10 +1044,9 @@ impl Simulation {
                 return;
             }
         }
-        self.ports[port.index()]
-            .wire
-            .push(&mut self.frames, slot, arrival);
-        (self.state.queue).schedule_tied(arrival, tie, Event::Arrival { port: port.0 });
+        let event = Event::Arrival { port: port.0 };
+        let (frames, queue) = (&mut self.frames, &mut self.state.queue);
+        (self.ports[port.index()].wire).carry(frames, queue, slot, arrival, tie, event);
     }
 
     /// Sends a switch egress port's next packet, chosen by VL arbitration and then
@@ -1670,10 +1669,9 @@ impl Splittable for Simulation {
 
     fn receive(&mut self, port: u32, frame: Frame, arrival: Time, tie: u64) {
         let slot = self.frames.alloc(frame);
-        self.ports[port as usize]
-            .wire
-            .push(&mut self.frames, slot, arrival);
-        (self.state.queue).schedule_tied(arrival, tie, Event::Arrival { port });
+        let event = Event::Arrival { port };
+        let (frames, queue) = (&mut self.frames, &mut self.state.queue);
+        (self.ports[port as usize].wire).carry(frames, queue, slot, arrival, tie, event);
     }
 
     fn set_deadlock_check_pending(&mut self, pending: bool) {
