@@ -1440,12 +1440,18 @@ impl Simulation {
         let o = &mut self.ports[out.index()];
         let class = pkt.class();
         // Behind a packet of its class it cannot be sendable sooner than that one, so the
-        // transmitter's plans stand.
-        let behind = !o.queues[class].is_empty();
+        // transmitter's plans stand unless they fall due now: its frame's end has passed,
+        // or its wake-up is this instant's (later in the tie order).
+        let plans_stand = !o.queues[class].is_empty()
+            && if o.busy {
+                o.wake_at == NEVER || (o.wake_at, o.end_tie) > (now, self.state.queue.now_tie())
+            } else {
+                o.wake_at > now && o.wake_at != NEVER
+            };
         self.frames.push_back(&mut o.queues[class], slot, ready);
         o.queued[class] += pkt.wire as u64;
         o.peak_queue = o.peak_queue.max(o.queued[DATA] + o.queued[CONTROL]);
-        if !behind {
+        if !plans_stand {
             self.try_transmit(out);
         }
     }
