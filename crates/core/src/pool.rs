@@ -51,25 +51,45 @@ impl Fifo {
     }
 }
 
+/// What an entry keeps of the time of the slot after it in its queue: nothing (`()`), or
+/// that time (`Time`), for a model that wants a queue's new front's time at a pop without
+/// reading the front's entry (8 more bytes a slot).
+pub trait NextTime: Copy + Default + std::fmt::Debug {
+    fn set(&mut self, time: Time);
+}
+
+impl NextTime for () {
+    fn set(&mut self, _: Time) {}
+}
+
+impl NextTime for Time {
+    fn set(&mut self, time: Time) {
+        *self = time;
+    }
+}
+
 #[derive(Clone, Debug)]
-struct Entry<T> {
+struct Entry<T, N> {
     /// The time the slot's frame is due at the front of its current queue (a link's
     /// arrival time, say); set on every push.
     time: Time,
     /// The next slot of the same FIFO, or of the free list.
     next: u32,
+    /// The `time` of the next slot of the same FIFO, if kept (see [`NextTime`]).
+    next_time: N,
     item: T,
 }
 
-/// Slots holding items of type `T`, and the FIFOs threaded through them.
+/// Slots holding items of type `T`, and the FIFOs threaded through them; `N` says whether
+/// a slot keeps its successor's time ([`NextTime`]).
 #[derive(Clone, Debug)]
-pub struct Pool<T> {
-    entries: Vec<Entry<T>>,
+pub struct Pool<T, N: NextTime = ()> {
+    entries: Vec<Entry<T, N>>,
     free: u32,
     live: usize,
 }
 
-impl<T> Default for Pool<T> {
+impl<T, N: NextTime> Default for Pool<T, N> {
     fn default() -> Self {
         Pool {
             entries: Vec::new(),
@@ -79,13 +99,14 @@ impl<T> Default for Pool<T> {
     }
 }
 
-impl<T> Pool<T> {
+impl<T, N: NextTime> Pool<T, N> {
     /// Stores `item` in a free slot (the most recently freed one), in no queue yet.
     pub fn alloc(&mut self, item: T) -> Slot {
         self.live += 1;
         let entry = Entry {
             time: Time::ZERO,
             next: NIL,
+            next_time: N::default(),
             item,
         };
         if self.free != NIL {
@@ -141,7 +162,9 @@ impl<T> Pool<T> {
         if was_empty {
             q.head = slot.0;
         } else {
-            self.entries[q.tail as usize].next = slot.0;
+            let tail = &mut self.entries[q.tail as usize];
+            tail.next = slot.0;
+            tail.next_time.set(time);
         }
         q.tail = slot.0;
         was_empty
@@ -182,7 +205,17 @@ impl<T> Pool<T> {
 
     /// Bytes of pool memory per occupied slot.
     pub const fn slot_bytes() -> usize {
-        std::mem::size_of::<Entry<T>>()
+        std::mem::size_of::<Entry<T, N>>()
+    }
+}
+
+impl<T> Pool<T, Time> {
+    /// The time of the slot that followed `slot` in its queue when `slot` was popped by
+    /// [`pop_front`](Self::pop_front), its queue's new front (None if `slot` was the
+    /// last), read from `slot`'s own entry; valid until `slot` is pushed or freed.
+    pub fn next_time(&self, slot: Slot) -> Option<Time> {
+        let e = &self.entries[slot.0 as usize];
+        (e.next != NIL).then_some(e.next_time)
     }
 }
 
@@ -198,7 +231,7 @@ mod tests {
         /// item, and reuses freed slots before growing.
         #[test]
         fn queues_match_a_reference(ops in proptest::collection::vec((0u8..3, 0usize..4, 0usize..4), 1..300)) {
-            let mut pool = Pool::default();
+            let mut pool = Pool::<u32, Time>::default();
             let mut queues = [Fifo::default(); 4];
             let mut reference: [VecDeque<u32>; 4] = Default::default();
             let mut peak = 0;
@@ -214,8 +247,11 @@ mod tests {
                     1 => {
                         let got = pool.pop_front(&mut queues[a]);
                         prop_assert_eq!(got.map(|s| *pool.get(s)), reference[a].pop_front());
+                        // The popped slot knows its queue's new front's time.
+                        let front = queues[a].front().map(|f| pool.time(f));
+                        prop_assert_eq!(got.and_then(|s| pool.next_time(s)), got.and(front));
                         if let Some(s) = got {
-                            pool.push_back(&mut queues[b], s, Time(0));
+                            pool.push_back(&mut queues[b], s, Time(1000 + n as u64));
                             reference[b].push_back(*pool.get(s));
                         }
                     }

@@ -5,7 +5,7 @@
 use crate::report::{Deadlock, DeadlockHop, FlowResult};
 use crate::workload::{Dep, Local, Message, Workload};
 use fabricsim_core::engine::EventQueue;
-use fabricsim_core::pool::{Fifo, Pool, Slot};
+use fabricsim_core::pool::{Fifo, NextTime, Pool, Slot};
 use fabricsim_core::prefetch::WORTH_ABOVE_BYTES;
 use fabricsim_core::topology::{NodeKind, Nvlink, Port, Routes, Topology};
 use fabricsim_core::units::{HostId, PortId, Time};
@@ -21,17 +21,17 @@ pub struct Wire {
 
 /// How many frame slots a packet model's pool may reach before its state (`state_bytes`
 /// besides the pool) outgrows [`WORTH_ABOVE_BYTES`] and prefetching starts to pay.
-pub fn prefetch_above_slots<F>(state_bytes: usize) -> usize {
-    WORTH_ABOVE_BYTES.saturating_sub(state_bytes) / Pool::<F>::slot_bytes()
+pub fn prefetch_above_slots<F, N: NextTime>(state_bytes: usize) -> usize {
+    WORTH_ABOVE_BYTES.saturating_sub(state_bytes) / Pool::<F, N>::slot_bytes()
 }
 
 impl Wire {
     /// Adds the frame in `slot`, which reaches the far end at `arrival` (arrivals never
     /// decrease), and schedules its own arrival event there with `tie`, the sender's:
     /// every frame on a wire has one, whichever thread handles the far end.
-    pub fn carry<F, E>(
+    pub fn carry<F, N: NextTime, E>(
         &mut self,
-        pool: &mut Pool<F>,
+        pool: &mut Pool<F, N>,
         queue: &mut EventQueue<E>,
         slot: Slot,
         arrival: Time,
@@ -44,7 +44,7 @@ impl Wire {
     }
 
     /// Removes the head at its arrival; returns its slot (still occupied).
-    pub fn pop<F>(&mut self, pool: &mut Pool<F>) -> Slot {
+    pub fn pop<F, N: NextTime>(&mut self, pool: &mut Pool<F, N>) -> Slot {
         pool.pop_front(&mut self.frames)
             .expect("an arrival event implies a frame on the wire")
     }
@@ -56,7 +56,10 @@ impl Wire {
     }
 
     /// The frames in flight, head first.
-    pub fn frames<'a, F>(&self, pool: &'a Pool<F>) -> impl Iterator<Item = &'a F> + 'a {
+    pub fn frames<'a, F, N: NextTime>(
+        &self,
+        pool: &'a Pool<F, N>,
+    ) -> impl Iterator<Item = &'a F> + 'a {
         pool.iter(&self.frames)
     }
 }

@@ -640,7 +640,7 @@ impl Simulation {
                 merged: None,
             },
             frames: Pool::default(),
-            prefetch_above_slots: driver::prefetch_above_slots::<Frame>(state_bytes),
+            prefetch_above_slots: driver::prefetch_above_slots::<Frame, ()>(state_bytes),
             loads: vec![0; ports.len()],
             counters: vec![PortCounters::default(); ports.len()],
             tx_credit: vec![CreditSender::new(blocks); ports.len() * vls],

@@ -333,7 +333,8 @@ pub struct Simulation {
     state: RunState<Event, Flow, CapturedFrame>,
     /// Every frame on a link or in a switch egress queue; a packet keeps its slot from its
     /// NIC to its delivery, relinked from link to queue to link.
-    frames: Pool<Frame>,
+    /// Frames in flight; a slot keeps its successor's ready time ([`Simulation::after_end`]).
+    frames: Pool<Frame, Time>,
     /// The pool size above which the model's state outgrows the cache and
     /// [`Simulation::prefetch_ahead`] asks for the coming events' state.
     prefetch_above_slots: usize,
@@ -508,7 +509,7 @@ impl Simulation {
                 merged: None,
             },
             frames: Pool::default(),
-            prefetch_above_slots: driver::prefetch_above_slots::<Frame>(port_bytes),
+            prefetch_above_slots: driver::prefetch_above_slots::<Frame, Time>(port_bytes),
             prefetch_deep: port_bytes > fabricsim_core::prefetch::WORTH_ABOVE_BYTES,
             ports,
             buffers,
@@ -987,7 +988,7 @@ impl Simulation {
             // waiting for the wake-up queued for it if any.
             let (end, tie) = (p.wake_at, p.end_tie);
             if (end, tie) > (now, self.state.queue.now_tie()) {
-                let at = match self.after_end(port, end) {
+                let at = match self.after_end(port, end, None) {
                     AfterEnd::Sendable => end,
                     AfterEnd::Wake(at) => at,
                     AfterEnd::Idle => return,
@@ -1067,9 +1068,14 @@ impl Simulation {
         p.wake_at = NEVER;
         p.generation += 1;
         p.tx_bytes += bytes as u64;
-        if let Frame::Packet(_) = self.frames.get(slot) {
-            p.tx_packets += 1;
-        }
+        // A switch sends only packets it took from its egress queues (and PFC frames).
+        let popped = match self.frames.get(slot) {
+            Frame::Packet(pkt) => {
+                p.tx_packets += 1;
+                p.host.is_none().then_some((pkt.class(), slot))
+            }
+            Frame::Pause { .. } => None,
+        };
         let arrival = end + spec.delay;
         let generation = p.generation;
         // All that can make something sendable sooner than the queues already say (a
@@ -1082,7 +1088,7 @@ impl Simulation {
         // events). This is the one place the event order departs from one event per frame
         // end: the wake-up's tie is drawn when the frame starts, not when it ends.
         let tie = self.ties.next(self.creator);
-        match self.after_end(port, end) {
+        match self.after_end(port, end, popped) {
             AfterEnd::Sendable => self.schedule_frame_end(port, end, tie, generation),
             AfterEnd::Wake(at) => {
                 let p = &mut self.ports[port.index()];
@@ -1124,8 +1130,10 @@ impl Simulation {
     /// What `port`'s transmitter will find when its frame ends at `end`, if nothing calls
     /// [`try_transmit`](Self::try_transmit) before: the same choice as
     /// [`pick_switch`](Self::pick_switch) on a switch egress; a NIC, whose pacing and
-    /// queue pairs change by themselves, is `Sendable` whenever it has work.
-    fn after_end(&self, port: PortId, end: Time) -> AfterEnd {
+    /// queue pairs change by themselves, is `Sendable` whenever it has work. `popped`:
+    /// the class and slot of the packet just taken from a switch egress queue, whose entry
+    /// gives that queue's new front's time (its own line is likely out of cache).
+    fn after_end(&self, port: PortId, end: Time, popped: Option<(usize, Slot)>) -> AfterEnd {
         let p = &self.ports[port.index()];
         if p.pfc_pending.is_some() {
             return AfterEnd::Sendable;
@@ -1138,15 +1146,21 @@ impl Simulation {
                 AfterEnd::Sendable
             };
         }
+        let front_time = |class: usize, front: Slot| match popped {
+            Some((c, slot)) if c == class => {
+                (self.frames.next_time(slot)).expect("a popped slot links its queue's front")
+            }
+            _ => self.frames.time(front),
+        };
         let mut wake = NEVER;
-        if let Some(slot) = p.queues[CONTROL].front() {
-            wake = self.frames.time(slot);
+        if let Some(front) = p.queues[CONTROL].front() {
+            wake = front_time(CONTROL, front);
         }
-        if let Some(slot) = p.queues[DATA].front() {
+        if let Some(front) = p.queues[DATA].front() {
             let ready = if p.paused_until > end {
                 p.paused_until
             } else {
-                self.frames.time(slot)
+                front_time(DATA, front)
             };
             wake = wake.min(ready);
         }
