@@ -332,8 +332,8 @@ pub struct Simulation {
     /// The event queue, the flows and their life cycle, the stop and the capture.
     state: RunState<Event, Flow, CapturedFrame>,
     /// Every frame on a link or in a switch egress queue; a packet keeps its slot from its
-    /// NIC to its delivery, relinked from link to queue to link.
-    /// Frames in flight; a slot keeps its successor's ready time ([`Simulation::after_end`]).
+    /// NIC to its delivery, relinked from link to queue to link. A slot keeps its
+    /// successor's time ([`Simulation::sendable_class`]).
     frames: Pool<Frame, Time>,
     /// The pool size above which the model's state outgrows the cache and
     /// [`Simulation::prefetch_ahead`] asks for the coming events' state.
@@ -1128,11 +1128,10 @@ impl Simulation {
     }
 
     /// What `port`'s transmitter will find when its frame ends at `end`, if nothing calls
-    /// [`try_transmit`](Self::try_transmit) before: the same choice as
-    /// [`pick_switch`](Self::pick_switch) on a switch egress; a NIC, whose pacing and
-    /// queue pairs change by themselves, is `Sendable` whenever it has work. `popped`:
-    /// the class and slot of the packet just taken from a switch egress queue, whose entry
-    /// gives that queue's new front's time (its own line is likely out of cache).
+    /// [`try_transmit`](Self::try_transmit) before: on a switch egress the choice
+    /// [`pick_switch`](Self::pick_switch) will make ([`sendable_class`](Self::sendable_class),
+    /// `popped` as there); a NIC, whose pacing and queue pairs change by themselves, is
+    /// `Sendable` whenever it has work.
     fn after_end(&self, port: PortId, end: Time, popped: Option<(usize, Slot)>) -> AfterEnd {
         let p = &self.ports[port.index()];
         if p.pfc_pending.is_some() {
@@ -1146,29 +1145,45 @@ impl Simulation {
                 AfterEnd::Sendable
             };
         }
-        let front_time = |class: usize, front: Slot| match popped {
-            Some((c, slot)) if c == class => {
-                (self.frames.next_time(slot)).expect("a popped slot links its queue's front")
-            }
-            _ => self.frames.time(front),
-        };
-        let mut wake = NEVER;
-        if let Some(front) = p.queues[CONTROL].front() {
-            wake = front_time(CONTROL, front);
+        match self.sendable_class(port, end, p.paused_until > end, popped) {
+            Ok(_) => AfterEnd::Sendable,
+            Err(Some(at)) => AfterEnd::Wake(at),
+            Err(None) => AfterEnd::Idle,
         }
-        if let Some(front) = p.queues[DATA].front() {
-            let ready = if p.paused_until > end {
-                p.paused_until
-            } else {
-                front_time(DATA, front)
+    }
+
+    /// The class a switch egress can send from at `at`: control first, then data unless
+    /// `paused`. Err(when something queued becomes sendable), or Err(None) if nothing is
+    /// queued. `popped`: the class and slot of the packet just taken from one of its
+    /// queues, whose entry gives that queue's new front's time (the front's own line is
+    /// likely out of cache).
+    fn sendable_class(
+        &self,
+        port: PortId,
+        at: Time,
+        paused: bool,
+        popped: Option<(usize, Slot)>,
+    ) -> Result<usize, Option<Time>> {
+        let p = &self.ports[port.index()];
+        let mut wake: Option<Time> = None;
+        for class in [CONTROL, DATA] {
+            let Some(front) = p.queues[class].front() else {
+                continue;
             };
-            wake = wake.min(ready);
+            let ready = match popped {
+                _ if class == DATA && paused => p.paused_until,
+                Some((c, slot)) if c == class => {
+                    let next = self.frames.next_time(slot);
+                    next.expect("a popped slot links its queue's front")
+                }
+                _ => self.frames.time(front),
+            };
+            if ready <= at {
+                return Ok(class);
+            }
+            wake = Some(wake.map_or(ready, |w| w.min(ready)));
         }
-        match wake {
-            NEVER => AfterEnd::Idle,
-            at if at <= end => AfterEnd::Sendable,
-            at => AfterEnd::Wake(at),
-        }
+        Err(wake)
     }
 
     /// Whether data on this port is paused by the peer at `now`, settling paused time.
@@ -1186,46 +1201,30 @@ impl Simulation {
     /// A switch egress: control first, then data unless paused. Err(wake) if nothing.
     fn pick_switch(&mut self, port: PortId, now: Time) -> Result<Slot, Option<Time>> {
         let paused = self.data_paused(port, now);
+        let class = self.sendable_class(port, now, paused, None)?;
         let p = &mut self.ports[port.index()];
-        let mut wake: Option<Time> = None;
-        for class in [CONTROL, DATA] {
-            if class == DATA && paused {
-                if !p.queues[DATA].is_empty() {
-                    wake = Some(wake.map_or(p.paused_until, |w| w.min(p.paused_until)));
-                }
-                continue;
-            }
-            let ready = p.queues[class].front().map(|s| self.frames.time(s));
-            match ready {
-                Some(ready) if ready <= now => {
-                    let slot = self.frames.pop_front(&mut p.queues[class]);
-                    let slot = slot.expect("front exists");
-                    let pkt = self.frames.get_mut(slot).packet_mut();
-                    if class == DATA {
-                        if let Some(red) = &p.red {
-                            let prob = red.probability(p.queued[DATA]);
-                            if prob > 0.0 && !pkt.ce {
-                                let u = marking_draw(self.cfg.seed, port.0, p.ecn_draws);
-                                p.ecn_draws += 1;
-                                if u < prob {
-                                    pkt.ce = true;
-                                    p.ecn_marks += 1;
-                                }
-                            }
-                        }
+        let slot = self.frames.pop_front(&mut p.queues[class]);
+        let slot = slot.expect("front exists");
+        let pkt = self.frames.get_mut(slot).packet_mut();
+        if class == DATA {
+            if let Some(red) = &p.red {
+                let prob = red.probability(p.queued[DATA]);
+                if prob > 0.0 && !pkt.ce {
+                    let u = marking_draw(self.cfg.seed, port.0, p.ecn_draws);
+                    p.ecn_draws += 1;
+                    if u < prob {
+                        pkt.ce = true;
+                        p.ecn_marks += 1;
                     }
-                    p.queued[class] -= pkt.wire as u64;
-                    if class == DATA {
-                        let pkt = *pkt;
-                        self.leave_ingress(pkt);
-                    }
-                    return Ok(slot);
                 }
-                Some(ready) => wake = Some(wake.map_or(ready, |w| w.min(ready))),
-                None => {}
             }
         }
-        Err(wake)
+        p.queued[class] -= pkt.wire as u64;
+        if class == DATA {
+            let pkt = *pkt;
+            self.leave_ingress(pkt);
+        }
+        Ok(slot)
     }
 
     /// A data packet left its switch: free its ingress bytes and resume the upstream when
