@@ -207,6 +207,12 @@ enum AfterEnd {
 const NEVER: Time = Time::MAX;
 
 impl PortState {
+    /// Busy with a deferred end (`wake_at`, `end_tie`): whether that end still comes
+    /// after the event at (`now`, `now_tie`).
+    fn deferred_end_to_come(&self, now: Time, now_tie: u64) -> bool {
+        (self.wake_at, self.end_tie) > (now, now_tie)
+    }
+
     fn new(link: Port, host: Option<HostId>, headroom: u64, red: Option<RedParams>) -> Self {
         PortState {
             link,
@@ -987,7 +993,7 @@ impl Simulation {
             // has passed, it found nothing sendable, so the transmitter has been idle since,
             // waiting for the wake-up queued for it if any.
             let (end, tie) = (p.wake_at, p.end_tie);
-            if (end, tie) > (now, self.state.queue.now_tie()) {
+            if p.deferred_end_to_come(now, self.state.queue.now_tie()) {
                 let at = match self.after_end(port, end, None) {
                     AfterEnd::Sendable => end,
                     AfterEnd::Wake(at) => at,
@@ -1457,7 +1463,7 @@ impl Simulation {
         // or its wake-up is this instant's (later in the tie order).
         let plans_stand = !o.queues[class].is_empty()
             && if o.busy {
-                o.wake_at == NEVER || (o.wake_at, o.end_tie) > (now, self.state.queue.now_tie())
+                o.wake_at == NEVER || o.deferred_end_to_come(now, self.state.queue.now_tie())
             } else {
                 o.wake_at > now && o.wake_at != NEVER
             };
