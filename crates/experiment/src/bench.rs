@@ -6,6 +6,7 @@ use crate::results;
 use crate::runner::{self, Outcome};
 use crate::scenario::{FabricKind, Scenario};
 use fabricsim_fabric::infiniband::Simulation;
+use rand::{Rng, SeedableRng};
 use std::fmt::Write as _;
 
 /// The split-run scenario (examples/bench-permutation-k24.toml).
@@ -107,6 +108,45 @@ pub fn run(size: Option<&str>, runs: u32) -> Result<String, String> {
     Ok(s)
 }
 
+/// One cache line of [`memory_latency_ns`]'s chase: the index of the next.
+#[repr(align(64))]
+struct Line {
+    next: usize,
+}
+
+/// `lines` cache lines linked into one cycle in a random order (Sattolo's shuffle, seeded),
+/// so that each load's address comes from the load before and no prefetcher can guess it.
+fn chase_cycle(lines: usize) -> Vec<Line> {
+    let mut next: Vec<usize> = (0..lines).collect();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+    for i in (1..lines).rev() {
+        next.swap(i, rng.gen_range(0..i));
+    }
+    next.into_iter().map(|next| Line { next }).collect()
+}
+
+/// The mean time of a dependent load from a working set of `bytes`, in nanoseconds: a
+/// pointer chase through [`chase_cycle`]. At 1 MiB it is the second-level cache's latency;
+/// at 64 MiB, what a scattered working set that outgrows it pays per miss on this machine
+/// (its shared cache, or memory). A packet-level run at scale misses the second-level
+/// cache a few times an event, so its one-thread events/s follow the second figure across
+/// machines, and this figure says how fast a machine is for such runs.
+fn memory_latency_ns(bytes: usize) -> f64 {
+    let cycle = chase_cycle((bytes / 64).max(2));
+    let steps = 2_000_000u64;
+    let mut at = 0usize;
+    for _ in 0..cycle.len() {
+        at = cycle[at].next;
+    }
+    let started = std::time::Instant::now();
+    for _ in 0..steps {
+        at = cycle[at].next;
+    }
+    let elapsed = started.elapsed();
+    std::hint::black_box(at);
+    elapsed.as_secs_f64() * 1e9 / steps as f64
+}
+
 /// The split-run benchmark: examples/bench-permutation-k24.toml (a permutation of 2 MB
 /// per host) on a k-ary fat-tree and `fabric` (InfiniBand with adaptive routing), on
 /// one thread and split over `threads`, interleaved `runs` times: median wall times,
@@ -173,6 +213,12 @@ pub fn split(k: u32, fabric: FabricKind, threads: usize, runs: u32) -> Result<St
         (b - a / threads as f64).max(0.0) * 1e6 / windows.max(1) as f64
     );
     let _ = writeln!(s, "identical_results   {identical}");
+    let _ = writeln!(
+        s,
+        "memory_latency_ns   {:.1} at 1 MiB, {:.1} at 64 MiB (a dependent load: the second-level cache, and a working set beyond it)",
+        memory_latency_ns(1 << 20),
+        memory_latency_ns(64 << 20)
+    );
     if !identical {
         return Err(format!(
             "{s}the split runs' results differ from one thread's: a model bug"
@@ -220,4 +266,26 @@ pub fn flow(gpus: u32, fabric: FabricKind) -> Result<String, String> {
     let _ = writeln!(s, "peak_heap_growth_bytes {heap_growth}");
     let _ = writeln!(s, "iteration_ns        {iteration:.0}");
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The chase visits every line once before it returns: one cycle, so a probe over a
+    /// working set really loads all of it.
+    #[test]
+    fn chase_is_one_cycle_through_every_line() {
+        for lines in [2, 3, 64, 1000] {
+            let cycle = chase_cycle(lines);
+            let mut seen = vec![false; lines];
+            let mut at = 0;
+            for _ in 0..lines {
+                assert!(!seen[at], "line {at} visited twice in a cycle of {lines}");
+                seen[at] = true;
+                at = cycle[at].next;
+            }
+            assert_eq!(at, 0, "the chase returns to its start after {lines} steps");
+        }
+    }
 }

@@ -55,6 +55,12 @@ impl Wire {
         self.frames.front()
     }
 
+    /// The frame that arrives last, if any.
+    #[inline(always)]
+    pub fn tail(&self) -> Option<Slot> {
+        self.frames.back()
+    }
+
     /// The frames in flight, head first.
     pub fn frames<'a, F, N: NextTime>(
         &self,

@@ -53,8 +53,11 @@ pub(crate) struct Packet {
     kind: Kind,
     /// ECN Congestion Experienced.
     ce: bool,
-    /// The switch port the packet entered by (for ingress accounting).
-    in_port: u32,
+    /// On a link to a switch: the egress port that switch forwards it by, routed when it
+    /// was sent (routing is a pure function of the switch and the packet's addresses, so
+    /// the arrival's prefetch can ask for the egress's lines from the frame). From its
+    /// arrival to its departure: the switch port it entered by (for ingress accounting).
+    port: u32,
 }
 
 /// The largest MTU the model takes, so that a frame's lengths fit 16 bits (RoCEv2 uses
@@ -137,8 +140,11 @@ struct PortState {
     // First line: the transmitter and the link.
     /// The topology's description of this port, copied here for locality.
     link: Port,
-    /// The port's host, or `None` on a switch.
-    host: Option<HostId>,
+    /// The port's host, or `NONE` on a switch (see [`host`](Self::host)).
+    host_index: u32,
+    /// The switch at the link's far end, or `NONE` if a host is there (see
+    /// [`peer_switch`](Self::peer_switch)).
+    peer_switch_index: u32,
     wire: Wire,
     /// The link's whole picoseconds per byte, or 0 if its rate has none.
     ps_per_byte: u32,
@@ -172,6 +178,9 @@ struct PortState {
     /// The tie of the frame end event deferred to `wake_at`.
     end_tie: u64,
     xoff: bool,
+    /// The port's node (`link.node`), here for a departing packet's ingress accounting,
+    /// which then reads no other line of its input port.
+    node: NodeId,
     // Rarely touched: ECN marking, PFC episodes, report counters.
     red: Option<RedParams>,
     /// Marking draws made here (see [`marking_draw`]).
@@ -206,17 +215,41 @@ enum AfterEnd {
 /// "No time": no transmitter wake-up pending.
 const NEVER: Time = Time::MAX;
 
+/// "No node": a packed `Option` of a node or host index (in `PortState`'s first line).
+const NONE: u32 = u32::MAX;
+
 impl PortState {
+    /// The port's host, or `None` on a switch.
+    #[inline(always)]
+    fn host(&self) -> Option<HostId> {
+        (self.host_index != NONE).then_some(HostId(self.host_index))
+    }
+
+    /// The switch at the link's far end, or `None` if a host is there: a packet sent here
+    /// is routed for it when sent ([`Packet::port`]).
+    #[inline(always)]
+    fn peer_switch(&self) -> Option<NodeId> {
+        (self.peer_switch_index != NONE).then_some(NodeId(self.peer_switch_index))
+    }
+
     /// Busy with a deferred end (`wake_at`, `end_tie`): whether that end still comes
     /// after the event at (`now`, `now_tie`).
     fn deferred_end_to_come(&self, now: Time, now_tie: u64) -> bool {
         (self.wake_at, self.end_tie) > (now, now_tie)
     }
 
-    fn new(link: Port, host: Option<HostId>, headroom: u64, red: Option<RedParams>) -> Self {
+    fn new(
+        link: Port,
+        host: Option<HostId>,
+        peer_switch: Option<NodeId>,
+        headroom: u64,
+        red: Option<RedParams>,
+    ) -> Self {
         PortState {
             link,
-            host,
+            host_index: host.map_or(NONE, |h| h.0),
+            node: link.node,
+            peer_switch_index: peer_switch.map_or(NONE, |n| n.0),
             wire: Wire::default(),
             ps_per_byte: link.rate.whole_ps_per_byte().unwrap_or(0),
             generation: 0,
@@ -437,7 +470,12 @@ impl Simulation {
                 } else {
                     None
                 };
-                PortState::new(*p, host, headroom, red)
+                let far = topo.port(p.peer).node;
+                let peer_switch = match topo.nodes()[far.index()] {
+                    NodeKind::Host(_) => None,
+                    NodeKind::Switch { .. } => Some(far),
+                };
+                PortState::new(*p, host, peer_switch, headroom, red)
             })
             .collect();
         for (n, kind) in topo.nodes().iter().enumerate() {
@@ -614,7 +652,7 @@ impl Simulation {
         };
         let (spec, host) = {
             let p = &self.ports[port.index()];
-            (p.link, p.host.map(|h| h.0))
+            (p.link, p.host().map(|h| h.0))
         };
         let bytes = match frame {
             Frame::Pause { quanta } if filter.wants(None, out.len()) => {
@@ -731,8 +769,11 @@ impl Simulation {
     /// its link's head (an arrival) or at its data queue's head (a transmitter). When the
     /// ports alone outgrow the cache (`prefetch_deep`) the stages are two events apart, so
     /// that each miss has two events' time to arrive; the second stage also asks for the
-    /// port a frame arrives at and the control queue's head; and a third asks for the
-    /// route entry the next arriving packet is forwarded by. Otherwise they are
+    /// ingress line of the port a frame arrives at, the control queue's head and the
+    /// frame last put on a transmitter's link (the next frame links behind it); and a
+    /// third, from the frame, asks for the egress an arriving packet was routed to, or
+    /// for a departing packet's input port and the route entry it will be sent by.
+    /// Otherwise they are
     /// one event apart and do no more (the extra hints' instructions would cost more than
     /// they save: the 127:1 incast's state mostly stays in the second-level cache).
     #[inline(always)]
@@ -768,7 +809,9 @@ impl Simulation {
                 }
                 if DEEP {
                     let to = &self.ports[p.link.peer.index()];
-                    prefetch(to);
+                    if p.peer_switch().is_none() {
+                        prefetch(to);
+                    }
                     prefetch(&to.ingress);
                 }
             }
@@ -781,20 +824,40 @@ impl Simulation {
                 if let (true, Some(slot)) = (DEEP, p.queues[CONTROL].front()) {
                     self.frames.prefetch(slot);
                 }
+                if let (true, Some(slot)) = (DEEP, p.wire.tail()) {
+                    self.frames.prefetch(slot);
+                }
             }
             _ => {}
         }
         if !DEEP {
             return;
         }
-        if let Some(&Event::Arrival { port }) = queue.peek_ahead(0) {
-            let p = &self.ports[port as usize];
-            let to = &self.ports[p.link.peer.index()];
-            if let (Some(slot), None) = (p.wire.head(), to.host) {
-                if let Frame::Packet(pkt) = self.frames.get(slot) {
-                    self.routes.prefetch(to.link.node, HostId(pkt.dst));
+        match queue.peek_ahead(0) {
+            Some(&Event::Arrival { port }) => {
+                // The egress the packet was routed to when sent.
+                let p = &self.ports[port as usize];
+                if let (Some(slot), Some(_)) = (p.wire.head(), p.peer_switch()) {
+                    if let Frame::Packet(pkt) = self.frames.get(slot) {
+                        let out = &self.ports[pkt.port as usize];
+                        prefetch(out);
+                        prefetch(&out.wake_at);
+                    }
                 }
             }
+            Some(&Event::Transmitter { port, .. }) => {
+                // The next data packet's input port (for its ingress accounting) and the
+                // route entry it will be sent by.
+                let p = &self.ports[port as usize];
+                if let (Some(slot), None) = (p.queues[DATA].front(), p.host()) {
+                    let pkt = self.frames.get(slot).packet();
+                    prefetch(&self.ports[pkt.port as usize].ingress);
+                    if let Some(node) = p.peer_switch() {
+                        self.routes.prefetch(node, HostId(pkt.dst));
+                    }
+                }
+            }
+            _ => {}
         }
     }
 
@@ -1031,7 +1094,7 @@ impl Simulation {
             self.transmit(port, slot, roce::PFC_FRAME_WIRE_LEN as u32);
             return;
         }
-        let choice = match self.ports[port.index()].host {
+        let choice = match self.ports[port.index()].host() {
             None => self.pick_switch(port, now),
             Some(h) => self.pick_nic(port, h, now),
         };
@@ -1074,16 +1137,21 @@ impl Simulation {
         p.wake_at = NEVER;
         p.generation += 1;
         p.tx_bytes += bytes as u64;
+        let peer_switch = p.peer_switch();
         // A switch sends only packets it took from its egress queues (and PFC frames).
         let popped = match self.frames.get(slot) {
             Frame::Packet(pkt) => {
                 p.tx_packets += 1;
-                p.host.is_none().then_some((pkt.class(), slot))
+                p.host().is_none().then_some((pkt.class(), slot))
             }
             Frame::Pause { .. } => None,
         };
         let arrival = end + spec.delay;
         let generation = p.generation;
+        if let (Some(node), Frame::Packet(pkt)) = (peer_switch, self.frames.get(slot)) {
+            let out = self.route(node, pkt);
+            self.frames.get_mut(slot).packet_mut().port = out.0;
+        }
         // All that can make something sendable sooner than the queues already say (a
         // packet queued, a PFC frame to send, a PAUSE received) calls `try_transmit`, so
         // unless that happens first, what the end event will find is known now. If it will
@@ -1143,7 +1211,7 @@ impl Simulation {
         if p.pfc_pending.is_some() {
             return AfterEnd::Sendable;
         }
-        if let Some(h) = p.host {
+        if let Some(h) = p.host() {
             let nic = &self.nics[h.index()];
             return if nic.control.is_empty() && nic.qps.is_empty() {
                 AfterEnd::Idle
@@ -1236,8 +1304,8 @@ impl Simulation {
     /// A data packet left its switch: free its ingress bytes and resume the upstream when
     /// the ingress has drained below the threshold.
     fn leave_ingress(&mut self, pkt: Packet) {
-        let input = pkt.in_port as usize;
-        let node = self.ports[input].link.node.index();
+        let input = pkt.port as usize;
+        let node = self.ports[input].node.index();
         let bytes = pkt.wire as u64;
         let reserve = self.cfg.reserve;
         let q = &mut self.ports[input];
@@ -1358,7 +1426,7 @@ impl Simulation {
             wire: wire as u16,
             kind: Kind::Data,
             ce: false,
-            in_port: u32::MAX,
+            port: u32::MAX,
         })))
     }
 
@@ -1369,11 +1437,12 @@ impl Simulation {
         let slot = p.wire.pop(&mut self.frames);
         let frame = *self.frames.get(slot);
         let to = p.link.peer;
+        let peer_switch = p.peer_switch();
         match frame {
             Frame::Pause { quanta } => {
                 self.frames.free(slot);
                 let rate = self.ports[to.index()].link.rate;
-                let at_switch = self.ports[to.index()].host.is_none();
+                let at_switch = self.ports[to.index()].host().is_none();
                 let q = &mut self.ports[to.index()];
                 if q.pfc_ignored_until > now {
                     return;
@@ -1414,27 +1483,23 @@ impl Simulation {
                 q.paused_until = now + pause_duration(quanta, rate);
                 self.try_transmit(to);
             }
-            Frame::Packet(pkt) => {
-                let q = &self.ports[to.index()];
-                match q.host {
-                    None => self.forward(q.link.node, to, slot, pkt, now),
-                    Some(h) => {
-                        self.frames.free(slot);
-                        self.deliver(h, pkt, now)
-                    }
+            // (A packet entering a switch reads only the ingress line of the port it
+            // enters by.)
+            Frame::Packet(pkt) => match peer_switch {
+                Some(node) => self.forward(node, to, slot, pkt, now),
+                None => {
+                    let h = self.ports[to.index()].host().expect("a host's port");
+                    self.frames.free(slot);
+                    self.deliver(h, pkt, now)
                 }
-            }
+            },
         }
     }
 
     /// A packet (`pkt`, held in `slot`) entered switch `node` by `input`: admit it to the
     /// buffer (or drop it), route it by ECMP and queue its slot at the egress.
     fn forward(&mut self, node: NodeId, input: PortId, slot: Slot, mut pkt: Packet, now: Time) {
-        let out = self.route(node, &pkt);
-        if self.prefetch_deep {
-            // The egress queues, read once admission is settled (see `prefetch_ahead`).
-            prefetch(&self.ports[out.index()].wake_at);
-        }
+        let out = PortId(pkt.port);
         if pkt.kind == Kind::Data {
             // (Only the watchdog sets `pfc_ignored_until`, in a line packets do not
             // otherwise touch.)
@@ -1453,7 +1518,7 @@ impl Simulation {
                 return;
             }
         }
-        pkt.in_port = input.0;
+        pkt.port = input.0;
         *self.frames.get_mut(slot).packet_mut() = pkt;
         let ready = now + self.cfg.switch_latency;
         let o = &mut self.ports[out.index()];
@@ -1564,7 +1629,7 @@ impl Simulation {
                     wire: wire as u16,
                     kind,
                     ce: false,
-                    in_port: u32::MAX,
+                    port: u32::MAX,
                 };
                 let mut out: [Option<Packet>; 2] = [None, None];
                 let mut just_completed = false;
@@ -1676,7 +1741,7 @@ impl Simulation {
     pub(crate) fn any_switch_paused(parts: &[&Simulation], now: Time) -> bool {
         (0..parts[0].ports.len()).any(|i| {
             let p = &parallel::holder(parts, i).ports[i];
-            p.paused_until > now && p.host.is_none()
+            p.paused_until > now && p.host().is_none()
         })
     }
 
@@ -1691,8 +1756,8 @@ impl Simulation {
             let p = &parallel::holder(parts, i).ports[i];
             p.paused_until > now
                 && !p.queues[DATA].is_empty()
-                && p.host.is_none()
-                && first.ports[p.link.peer.index()].host.is_none()
+                && p.host().is_none()
+                && first.ports[p.link.peer.index()].host().is_none()
         };
         let mut edges: Vec<(u32, u32)> = (0..n)
             .filter(|&i| blocked(i))
@@ -1724,7 +1789,7 @@ impl Simulation {
                 let p = &s.ports[i];
                 g.waits_on[i] = Some(p.link.peer.index());
                 for pkt in s.frames.iter(&p.queues[DATA]).map(Frame::packet) {
-                    g.holds[i].push((pkt.in_port as usize, pkt.wire as u64));
+                    g.holds[i].push((pkt.port as usize, pkt.wire as u64));
                 }
             }
         }
