@@ -773,9 +773,9 @@ impl Simulation {
     /// frame last put on a transmitter's link (the next frame links behind it); and a
     /// third, from the frame, asks for the egress an arriving packet was routed to, or
     /// for a departing packet's input port and the route entry it will be sent by.
-    /// Otherwise they are
-    /// one event apart and do no more (the extra hints' instructions would cost more than
-    /// they save: the 127:1 incast's state mostly stays in the second-level cache).
+    /// Otherwise they are one event apart and do no more (the extra hints' instructions
+    /// would cost more than they save: the 127:1 incast's state mostly stays in the
+    /// second-level cache).
     #[inline(always)]
     fn prefetch_ahead(&self) {
         if self.frames.slots() <= self.prefetch_above_slots {
