@@ -1442,7 +1442,7 @@ impl Simulation {
             Frame::Pause { quanta } => {
                 self.frames.free(slot);
                 let rate = self.ports[to.index()].link.rate;
-                let at_switch = self.ports[to.index()].host().is_none();
+                let at_switch = peer_switch.is_some();
                 let q = &mut self.ports[to.index()];
                 if q.pfc_ignored_until > now {
                     return;
@@ -1497,7 +1497,7 @@ impl Simulation {
     }
 
     /// A packet (`pkt`, held in `slot`) entered switch `node` by `input`: admit it to the
-    /// buffer (or drop it), route it by ECMP and queue its slot at the egress.
+    /// buffer (or drop it) and queue its slot at the egress it was routed to when sent.
     fn forward(&mut self, node: NodeId, input: PortId, slot: Slot, mut pkt: Packet, now: Time) {
         let out = PortId(pkt.port);
         if pkt.kind == Kind::Data {
@@ -1757,7 +1757,7 @@ impl Simulation {
             p.paused_until > now
                 && !p.queues[DATA].is_empty()
                 && p.host().is_none()
-                && first.ports[p.link.peer.index()].host().is_none()
+                && p.peer_switch().is_some()
         };
         let mut edges: Vec<(u32, u32)> = (0..n)
             .filter(|&i| blocked(i))
