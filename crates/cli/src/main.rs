@@ -692,8 +692,11 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
         }
         Command::Check { file } => {
             let scenario = load(Some(file), None)?;
-            let e = estimate::estimate(&scenario)?;
-            out(&(scenario.effective_toml() + &e.comment()))?;
+            let mut text = scenario.effective_toml() + "\n";
+            for s in scenario.compared() {
+                text += &estimate::estimate(&s)?.comment();
+            }
+            out(&text)?;
             Ok(Completion::Complete)
         }
         Command::Bench {
@@ -738,11 +741,28 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
                 collective_sweep::parse_size("-e", &end)?,
                 factor,
             )?;
-            let rows = collective_sweep::run(&scenario, &c, &list)?;
+            // The table goes out row by row as sizes finish; JSON is one list at the end.
+            if !as_json {
+                out(&collective_sweep::header(&c))?;
+            }
+            let mut rows = Vec::new();
+            let mut failed: Option<Failure> = None;
+            let ran = collective_sweep::run(&scenario, &c, &list, |r| {
+                if as_json {
+                    rows.push(r.clone());
+                    return Ok(());
+                }
+                out(&collective_sweep::table_row(&c, r)).map_err(|f| {
+                    failed = Some(f);
+                    "standard output failed".to_string()
+                })
+            });
+            if let Some(f) = failed {
+                return Err(f);
+            }
+            ran?;
             if as_json {
                 out(&json(&rows))?;
-            } else {
-                out(&collective_sweep::table(&c, &rows))?;
             }
             Ok(Completion::Complete)
         }
@@ -776,6 +796,10 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
             let c = compare::run_both(&scenario, report.is_some(), threads)?;
             if let Some(dir) = &report {
                 report::write(dir, &c).map_err(|e| format!("--report {}: {e}", dir.display()))?;
+                eprintln!(
+                    "fabricsim: report written to {} (with summary.md and summary.json)",
+                    dir.join("report.html").display()
+                );
             }
             if as_json {
                 out(&c.to_json())?;

@@ -56,6 +56,13 @@ impl ClosPlan {
         self.switches.len()
     }
 
+    /// The leaves' down : up ratio the design has (host links over leaf uplinks), or
+    /// `None` for one switch.
+    pub fn oversubscription(&self) -> Option<f64> {
+        let up = self.links.first()?.len();
+        Some(self.host_leaf.len() as f64 / up as f64)
+    }
+
     /// Builds the planned network: hosts first (in host order), then switches tier by
     /// tier; every link at `rate` with propagation `delay`.
     pub fn build(
@@ -90,15 +97,16 @@ impl ClosPlan {
     }
 }
 
-/// Round-robin wiring of `n` lower switches with `up` uplinks each onto `m` upper
-/// switches: uplink j of lower switch l goes to upper switch (l x up + j) mod m, so each
-/// upper switch gets at most ceil(n x up / m) links and, when up >= m, every lower switch
-/// reaches every upper one.
-fn spread(first_lower: u32, n: u32, up: u32, first_upper: u32, m: u32) -> Vec<(u32, u32)> {
-    let mut links = Vec::with_capacity((n * up) as usize);
-    for l in 0..n {
-        for j in 0..up {
-            links.push((first_lower + l, first_upper + (l * up + j) % m));
+/// Round-robin wiring of lower switches with `ups[l]` uplinks each onto `m` upper
+/// switches: the uplinks in order, the k-th of them all to upper switch k mod m, so each
+/// upper switch gets at most ceil(total / m) links and a lower switch with at least m
+/// uplinks reaches every upper one.
+fn spread(ups: &[u32], m: u32) -> Vec<(u32, u32)> {
+    let mut links = Vec::with_capacity(ups.iter().sum::<u32>() as usize);
+    for (l, &up) in ups.iter().enumerate() {
+        for _ in 0..up {
+            let k = links.len() as u32;
+            links.push((l as u32, k % m));
         }
     }
     links
@@ -149,20 +157,31 @@ pub fn plan(r: &ClosRequest) -> Result<ClosPlan, String> {
                     radix / 2
                 ));
             }
-            let group = down.min(servers);
-            let groups = servers.div_ceil(group);
+            // Groups as even as whole servers allow, so no leaf is left nearly empty.
+            let groups = servers.div_ceil(down);
+            let group = servers.div_ceil(groups);
             let host_leaf = (0..r.hosts).map(|h| (h / g / group) * g + h % g).collect();
             (host_leaf, groups * g, group, g)
         }
     };
     // Uplinks per leaf: enough for the hosts a leaf carries at the ratio asked.
-    let up = ((per_leaf as f64 / r.oversubscription).ceil() as u32).clamp(1, radix - down);
+    let uplinks = |hosts: u32| {
+        ((hosts as f64 / r.oversubscription).ceil() as u32).clamp(1, radix - down)
+    };
+    let up = uplinks(per_leaf);
     if leaves <= radix {
-        let spines = (leaves * up).div_ceil(radix);
+        // Two tiers: each leaf's uplinks follow its own hosts (a last, partly filled
+        // leaf or group gets fewer), so the design is as oversubscribed as asked.
+        let mut on_leaf = vec![0u32; leaves as usize];
+        for &l in &host_leaf {
+            on_leaf[l as usize] += 1;
+        }
+        let ups: Vec<u32> = on_leaf.into_iter().map(uplinks).collect();
+        let spines = ups.iter().sum::<u32>().div_ceil(radix);
         return Ok(ClosPlan {
             switches: vec![leaves, spines],
             host_leaf,
-            links: vec![spread(0, leaves, up, 0, spines)],
+            links: vec![spread(&ups, spines)],
         });
     }
     // Three tiers: pods of whole groups of leaves, `up` aggregation switches per pod, each
@@ -279,6 +298,29 @@ mod tests {
         // 12 down, 4 up per leaf: 8 leaves, 32 uplinks on 2 spines.
         assert_eq!(p.switches, vec![8, 2]);
         assert_eq!(p.links[0].len(), 32);
+    }
+
+    #[test]
+    fn the_design_is_as_oversubscribed_as_asked_within_one_uplink_per_leaf() {
+        for style in [ClosStyle::RailOptimized, ClosStyle::FatTree] {
+            for (gpus, radix) in [(64, 64), (128, 64), (1024, 64), (2056, 64), (4096, 128)] {
+                for asked in [1.0, 2.0, 3.0] {
+                    let p = check(&request(gpus, 8, radix, style, asked));
+                    let Some(got) = p.oversubscription() else {
+                        assert_eq!(p.tiers(), 1, "only one switch has no uplinks");
+                        continue;
+                    };
+                    // Each leaf rounds its uplinks up, by less than one: the ratio is at
+                    // most the one asked and at least what one more uplink per leaf gives.
+                    let leaves = p.switches[0] as f64;
+                    let floor = gpus as f64 / (gpus as f64 / asked + leaves);
+                    assert!(
+                        got <= asked + 1e-9 && got >= floor,
+                        "{style:?} {gpus} GPUs, radix {radix}, {asked}:1 asked: {got:.3}:1 (floor {floor:.3})"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

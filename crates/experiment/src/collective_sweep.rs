@@ -7,7 +7,6 @@ use crate::scenario::Scenario;
 use fabricsim_core::units::{HostId, Time};
 use fabricsim_fabric::workload::collective::{NcclProtocol, DEFAULT_CHUNK};
 use fabricsim_fabric::workload::{Collective, CollectiveAlgorithm, CollectiveOp, Traffic};
-use std::fmt::Write as _;
 
 /// nccl-tests' size syntax: a number with an optional K, M or G suffix (powers of 1024).
 pub fn parse_size(flag: &str, text: &str) -> Result<u64, String> {
@@ -23,7 +22,19 @@ pub fn parse_size(flag: &str, text: &str) -> Result<u64, String> {
         .and_then(|n| n.checked_mul(mult))
         .filter(|&n| n > 0)
         .ok_or_else(|| format!("{flag} {text}: expected a positive size like 8, 64K, 8M or 1G"))
+        .and_then(|n| {
+            if n > MAX_COLLECTIVE {
+                Err(format!(
+                    "{flag} {text}: at most 512G, the largest size a scenario accepts"
+                ))
+            } else {
+                Ok(n)
+            }
+        })
 }
+
+/// The largest size `-b` and `-e` take: a scenario's bound on sizes (512 GiB).
+const MAX_COLLECTIVE: u64 = 512 << 30;
 
 /// The sizes from `begin` to `end`, multiplying by `factor`.
 pub fn sizes(begin: u64, end: u64, factor: u64) -> Result<Vec<u64>, String> {
@@ -90,28 +101,44 @@ pub fn template(
     Ok(c)
 }
 
-/// Runs the collective alone on the scenario's fabric at each size.
+/// Runs the collective alone at each of `sizes`, in order, handing each size's result to
+/// `row` as soon as it is known (so a table can be printed row by row), and saying on
+/// standard error how far the sweep is: sizes done, elapsed time and the time left,
+/// estimated from the bytes still to run at the rate so far.
 pub fn run(
     scenario: &Scenario,
     c: &Collective,
     sizes: &[u64],
-) -> Result<Vec<CollectiveResult>, String> {
-    let mut out = Vec::with_capacity(sizes.len());
-    for &size in sizes {
+    mut row: impl FnMut(&CollectiveResult) -> Result<(), String>,
+) -> Result<(), String> {
+    let started = std::time::Instant::now();
+    let total: u64 = sizes.iter().sum();
+    let mut done = 0u64;
+    for (i, &size) in sizes.iter().enumerate() {
         let s = Scenario {
             traffic: vec![Traffic::Collective(Collective { size, ..c.clone() })],
             ..scenario.clone()
         };
         let outcome = runner::run(&s, None, true)?;
-        out.extend(collective_results(&outcome));
+        for r in collective_results(&outcome) {
+            row(&r)?;
+        }
+        done += size;
+        let elapsed = started.elapsed().as_secs_f64();
+        let left = elapsed * (total - done) as f64 / done as f64;
+        eprintln!(
+            "fabricsim collective: {} of {} sizes ({:.0} % of the bytes), {elapsed:.1} s elapsed, about {left:.0} s left",
+            i + 1,
+            sizes.len(),
+            done as f64 * 100.0 / total as f64
+        );
     }
-    Ok(out)
+    Ok(())
 }
 
-/// The nccl-tests table: size and count (float elements), type, redop, root, time (us),
-/// algbw and busbw (GB/s).
-pub fn table(c: &Collective, rows: &[CollectiveResult]) -> String {
-    let mut s = format!(
+/// The nccl-tests table's header: the collective, then the column names and units.
+pub fn header(c: &Collective) -> String {
+    format!(
         "# fabricsim collective: {} ({}), {} ranks, {} channel(s)\n#\n# {:>12} {:>12} {:>8} {:>6} {:>6} {:>10} {:>8} {:>8}\n# {:>12} {:>12} {:>8} {:>6} {:>6} {:>10} {:>8} {:>8}\n",
         c.op.name(),
         c.algorithm.name(),
@@ -119,29 +146,29 @@ pub fn table(c: &Collective, rows: &[CollectiveResult]) -> String {
         c.channels,
         "size", "count", "type", "redop", "root", "time", "algbw", "busbw",
         "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)"
-    );
+    )
+}
+
+/// One row of the nccl-tests table: size and count (float elements), type, redop, root,
+/// time (us), algbw and busbw (GB/s).
+pub fn table_row(c: &Collective, r: &CollectiveResult) -> String {
     let root = if c.op == CollectiveOp::Broadcast {
         c.root as i64
     } else {
         -1
     };
-    for r in rows {
-        let fmt =
-            |v: Option<f64>, prec: usize| v.map_or("n/a".to_string(), |x| format!("{x:.prec$}"));
-        let _ = writeln!(
-            s,
-            "  {:>12} {:>12} {:>8} {:>6} {:>6} {:>10} {:>8} {:>8}",
-            r.size,
-            r.size / 4,
-            "float",
-            c.op.redop(),
-            root,
-            fmt(r.time_ns.map(|t| t / 1e3), 2),
-            fmt(r.algbw_gbps, 2),
-            fmt(r.busbw_gbps, 2)
-        );
-    }
-    s
+    let fmt = |v: Option<f64>, prec: usize| v.map_or("n/a".to_string(), |x| format!("{x:.prec$}"));
+    format!(
+        "  {:>12} {:>12} {:>8} {:>6} {:>6} {:>10} {:>8} {:>8}\n",
+        r.size,
+        r.size / 4,
+        "float",
+        c.op.redop(),
+        root,
+        fmt(r.time_ns.map(|t| t / 1e3), 2),
+        fmt(r.algbw_gbps, 2),
+        fmt(r.busbw_gbps, 2)
+    )
 }
 
 #[cfg(test)]
@@ -157,5 +184,7 @@ mod tests {
         assert_eq!(sizes(8, 128, 2).unwrap(), vec![8, 16, 32, 64, 128]);
         assert_eq!(sizes(8, 100, 4).unwrap(), vec![8, 32]);
         assert!(sizes(8, 4, 2).is_err());
+        assert!(parse_size("-b", "512G").is_ok());
+        assert!(parse_size("-b", "600G").unwrap_err().contains("at most 512G"));
     }
 }

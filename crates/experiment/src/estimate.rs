@@ -4,9 +4,10 @@
 //! the structures' sizes, rounded up; the events assume every packet crosses the longest
 //! up-down path once and is acknowledged).
 
-use crate::scenario::{FabricKind, Scenario};
-use fabricsim_core::topology::NodeKind;
+use crate::scenario::{FabricKind, Level, Scenario};
+use fabricsim_core::topology::{Routes, Topology};
 use fabricsim_core::units::{parse_quantity, Dimension, HostId};
+use fabricsim_fabric::driver::static_path;
 use fabricsim_fabric::workload::build_with;
 
 /// Route table bytes per (switch, destination switch): a candidate range (12 B); and per
@@ -31,6 +32,9 @@ const BASE_BYTES: u64 = 16 << 20;
 /// What a run is expected to take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Estimate {
+    /// The fabric and level the estimate is for.
+    pub fabric: FabricKind,
+    pub flow_level: bool,
     pub memory_bytes: u64,
     pub events: u64,
     /// Network packets the messages make (data, without retransmissions).
@@ -50,16 +54,6 @@ pub fn estimate(scenario: &Scenario) -> Result<Estimate, String> {
     leaves.dedup();
     let groups = leaves.len() as u64;
     let ports = topo.ports().len() as u64;
-    let top_tier = topo
-        .nodes()
-        .iter()
-        .filter_map(|n| match n {
-            NodeKind::Switch { tier } => Some(*tier as u64),
-            NodeKind::Host(_) => None,
-        })
-        .max()
-        .unwrap_or(0);
-    let hops = 2 * (top_tier + 1);
     let (vls, buffer_per_port, mtu) = match scenario.fabric {
         FabricKind::Infiniband => {
             let ib = &scenario.ib;
@@ -76,20 +70,21 @@ pub fn estimate(scenario: &Scenario) -> Result<Estimate, String> {
         }
     };
     let flow_level = scenario.runs_at_flow_level().0;
-    let workload = build_with(&scenario.traffic, scenario.seed, flow_level);
-    let messages = workload.messages.len() as u64;
-    let packets: u64 = workload
-        .messages
-        .iter()
-        .filter(|m| m.local.is_none() && m.src != m.dst)
-        .map(|m| m.size.div_ceil(mtu).max(1))
-        .sum();
+    let work = count_work(scenario, &topo, mtu)?;
+    let messages = if flow_level {
+        work.compact_messages
+    } else {
+        work.messages
+    };
+    let packets = work.packets;
     let routes = switches
         .saturating_mul(groups)
         .saturating_add(hosts)
         .saturating_mul(ROUTE_BYTES);
     if flow_level {
         return Ok(Estimate {
+            fabric: scenario.fabric,
+            flow_level,
             memory_bytes: BASE_BYTES
                 .saturating_add(routes)
                 .saturating_add(messages.saturating_mul(FLOW_MESSAGE_BYTES))
@@ -105,13 +100,58 @@ pub fn estimate(scenario: &Scenario) -> Result<Estimate, String> {
         .saturating_add(messages.saturating_mul(MESSAGE_BYTES))
         .saturating_add(ports.saturating_mul(vls).saturating_mul(PORT_VL_BYTES))
         .saturating_add(in_flight.saturating_mul(PACKET_BYTES));
-    // A transmission and an arrival per link, an acknowledgment every few packets.
-    let events = packets.saturating_mul(2 * hops + 1);
     Ok(Estimate {
+        fabric: scenario.fabric,
+        flow_level,
         memory_bytes,
-        events,
+        events: work.events,
         packets,
     })
+}
+
+/// What a scenario's workload makes, counted from its compact expansion (one message per
+/// edge of a pipelined collective), so that even a 16,384-GPU job is counted in
+/// megabytes: the whole packet-level workload is never built.
+struct Work {
+    /// Messages at packet level: a compact edge stands for its pieces on the wire.
+    messages: u64,
+    /// Messages at flow level.
+    compact_messages: u64,
+    /// Network packets (data, without retransmissions): messages between servers, in
+    /// MTU pieces of each piece on the wire. Transfers inside a server (NVLink, host data
+    /// path stages) make none.
+    packets: u64,
+    /// Packet-level events: a transmission and an arrival per link of the packet's path
+    /// (its static route; every minimal path is as long), and an acknowledgment.
+    events: u64,
+}
+
+fn count_work(scenario: &Scenario, topo: &Topology, mtu: u64) -> Result<Work, String> {
+    let workload = build_with(&scenario.traffic, scenario.seed, true);
+    let routes = Routes::minimal(topo)?;
+    let mut pieces_of = vec![1u64; workload.messages.len()];
+    for &(i, p) in &workload.pipelined {
+        pieces_of[i as usize] = p.pieces_on_wire().max(1);
+    }
+    let mut work = Work {
+        messages: 0,
+        compact_messages: workload.messages.len() as u64,
+        packets: 0,
+        events: 0,
+    };
+    for (m, &pieces) in workload.messages.iter().zip(&pieces_of) {
+        work.messages = work.messages.saturating_add(pieces);
+        if m.local.is_some() || topo.same_server(m.src, m.dst) {
+            continue;
+        }
+        let packets = m.size.div_ceil(pieces).div_ceil(mtu).max(1).saturating_mul(pieces);
+        let links = static_path(topo, &routes, m.src, m.dst).len() as u64;
+        work.packets = work.packets.saturating_add(packets);
+        work.events = work
+            .events
+            .saturating_add(packets.saturating_mul(2 * links + 1));
+    }
+    Ok(work)
 }
 
 /// The memory a run may plan for: `FABRICSIM_MEMORY` if set (a size such as "64GiB", for a
@@ -133,24 +173,43 @@ fn available_memory() -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// Refuses a run whose estimated memory exceeds what is available.
+/// Refuses a run whose estimated memory exceeds what is available, naming what would fit:
+/// flow level, where the scenario runs at packet level and flow level accepts it.
 pub fn check_fits(scenario: &Scenario, e: &Estimate) -> Result<(), String> {
-    match memory_budget()? {
-        Some(free) if e.memory_bytes > free => Err(format!(
-            "scenario {}: the run needs about {} MB and {} MB are available (FABRICSIM_MEMORY, or what the system has free); shrink it, or pass --force to run anyway",
-            scenario.name,
-            e.memory_bytes >> 20,
-            free >> 20
-        )),
-        _ => Ok(()),
+    let Some(free) = memory_budget()? else {
+        return Ok(());
+    };
+    if e.memory_bytes <= free {
+        return Ok(());
     }
+    let mut flow = scenario.clone();
+    let hint = match flow.set_level(Level::Flow) {
+        Ok(()) if !e.flow_level => match estimate(&flow) {
+            Ok(f) if f.memory_bytes <= free => format!(
+                "; at flow level it needs about {} MB: give --level flow (or [simulation] level = \"flow\")",
+                f.memory_bytes >> 20
+            ),
+            _ => String::new(),
+        },
+        _ => String::new(),
+    };
+    Err(format!(
+        "scenario {} on {} at {} level: the run needs about {} MB and {} MB are available (FABRICSIM_MEMORY, or what the system has free){hint}; otherwise shrink it, or pass --force to run anyway",
+        scenario.name,
+        e.fabric.label(),
+        if e.flow_level { "flow" } else { "packet" },
+        e.memory_bytes >> 20,
+        free >> 20
+    ))
 }
 
 impl Estimate {
     /// The estimate as TOML comments, for `check`.
     pub fn comment(&self) -> String {
         format!(
-            "\n# estimated run: about {} MB of memory, {} packets, {} events\n",
+            "# estimated run on {} at {} level: about {} MB of memory, {} packets, {} events\n",
+            self.fabric.label(),
+            if self.flow_level { "flow" } else { "packet" },
             self.memory_bytes.div_ceil(1 << 20),
             self.packets,
             self.events

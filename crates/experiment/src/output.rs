@@ -2,8 +2,8 @@
 //! beside its place and is renamed over it. A results folder is written whole into a
 //! unique temporary folder beside its place and swapped in with one atomic exchange, so
 //! the folder always holds one run's complete set, old or new, never a mix; a lock beside
-//! it (released by the kernel if the writer dies) makes a second writer at the same time
-//! fail with a message instead of interleaving.
+//! it (released by the kernel if the writer dies, removed by a writer that finishes)
+//! makes a second writer at the same time fail with a message instead of interleaving.
 
 use std::ffi::OsString;
 use std::io;
@@ -39,14 +39,7 @@ pub fn write_folder(dir: &Path, files: &[(&str, Vec<u8>)], replaceable: &[&str])
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)?;
     }
-    let lock = std::fs::File::create(dir.with_file_name(lock_name(dir)))?;
-    lock.try_lock().map_err(|e| match e {
-        std::fs::TryLockError::WouldBlock => io::Error::new(
-            io::ErrorKind::WouldBlock,
-            "another fabricsim run is writing this folder now; this run's results were not written",
-        ),
-        std::fs::TryLockError::Error(e) => e,
-    })?;
+    let _lock = FolderLock::take(dir)?;
     if dir.exists() {
         let mut foreign: Vec<String> = std::fs::read_dir(dir)?
             .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
@@ -93,6 +86,52 @@ fn remove_abandoned(dir: &Path) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The lock on a folder being written: `.{name}.lock` beside it, locked while this
+/// lives and removed (still locked) when it is dropped, so nothing is left behind.
+struct FolderLock {
+    path: PathBuf,
+    _file: std::fs::File,
+}
+
+impl FolderLock {
+    /// Takes the lock, or fails with `WouldBlock` if another writer holds it. A lock file
+    /// removed by its last holder between our open and our lock is not the lock any more:
+    /// we open the one at the path again.
+    fn take(dir: &Path) -> io::Result<FolderLock> {
+        use std::os::unix::fs::MetadataExt;
+        let path = dir.with_file_name(lock_name(dir));
+        loop {
+            let file = std::fs::File::options()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)?;
+            file.try_lock().map_err(|e| match e {
+                std::fs::TryLockError::WouldBlock => io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    "another fabricsim run is writing this folder now; this run's results were not written",
+                ),
+                std::fs::TryLockError::Error(e) => e,
+            })?;
+            let held = file.metadata()?;
+            match std::fs::metadata(&path) {
+                Ok(m) if m.ino() == held.ino() && m.dev() == held.dev() => {
+                    return Ok(FolderLock { path, _file: file })
+                }
+                Ok(_) => continue,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+impl Drop for FolderLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 /// `.{name}.lock`, the lock file of folder `dir`.
@@ -182,10 +221,10 @@ mod tests {
         )
         .unwrap();
         write_folder(&dir, &[("a.csv", b"2".to_vec())], &ours).unwrap();
-        // No stale file from the older set, nothing left beside the folder but its lock.
+        // No stale file from the older set, nothing left beside the folder, not its lock.
         assert_eq!(names(&dir), ["a.csv"]);
         assert_eq!(std::fs::read(dir.join("a.csv")).unwrap(), b"2");
-        assert_eq!(names(dir.parent().unwrap()), [".results.lock", "results"]);
+        assert_eq!(names(dir.parent().unwrap()), ["results"]);
     }
 
     #[test]
@@ -220,7 +259,7 @@ mod tests {
         std::fs::write(dead.join("flows.csv"), b"half").unwrap();
         write_folder(&dir, &[("a.csv", b"1".to_vec())], &[]).unwrap();
         assert!(!dead.exists());
-        assert_eq!(names(dir.parent().unwrap()), [".results.lock", "results"]);
+        assert_eq!(names(dir.parent().unwrap()), ["results"]);
     }
 
     #[test]

@@ -5,7 +5,7 @@ use crate::output;
 use crate::runner::Outcome;
 use crate::scenario::{FabricKind, Scenario};
 use fabricsim_core::units::Time;
-use fabricsim_fabric::report::{Deadlock, RunReport};
+use fabricsim_fabric::report::{Deadlock, FlowResult, RunReport};
 use fabricsim_fabric::rocev2::RateSample;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -306,9 +306,22 @@ pub fn percentile<T: Copy + Default>(sorted: &[T], p: f64) -> T {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-/// Delivered payload x 8 / (last finish - first start), in Gb/s.
-pub fn goodput_gbps(r: &RunReport) -> f64 {
-    let done: Vec<_> = r.flows.iter().filter(|f| f.finish.is_some()).collect();
+/// Whether a flow crossed the network: its ends are in different servers of
+/// `gpus_per_node` GPUs. Transfers inside a server (NVLink, a host data path's stages,
+/// whose ends are one host) are not the network's.
+pub fn crosses_network(f: &FlowResult, gpus_per_node: u32) -> bool {
+    let g = gpus_per_node.max(1);
+    f.src / g != f.dst / g
+}
+
+/// Delivered payload x 8 / (last finish - first start) of the flows that crossed the
+/// network, in Gb/s.
+pub fn goodput_gbps(r: &RunReport, gpus_per_node: u32) -> f64 {
+    let done: Vec<_> = r
+        .flows
+        .iter()
+        .filter(|f| f.finish.is_some() && crosses_network(f, gpus_per_node))
+        .collect();
     let (Some(first), Some(last)) = (
         done.iter().map(|f| f.start).min(),
         done.iter().filter_map(|f| f.finish).max(),
@@ -324,9 +337,12 @@ pub fn goodput_gbps(r: &RunReport) -> f64 {
 
 pub fn summary(scenario: &Scenario, out: &Outcome) -> Summary {
     let r = &out.report;
+    let gpn = scenario.gpus_per_node;
+    let completed = r.flows.iter().filter(|f| f.finish.is_some()).count();
     let mut fcts: Vec<u64> = r
         .flows
         .iter()
+        .filter(|f| crosses_network(f, gpn))
         .filter_map(|f| f.finish.map(|t| (t - f.start).ns()))
         .collect();
     fcts.sort_unstable();
@@ -339,7 +355,7 @@ pub fn summary(scenario: &Scenario, out: &Outcome) -> Summary {
         wall_seconds: out.wall_seconds,
         flows: FlowCounts {
             count: r.flows.len(),
-            completed: fcts.len(),
+            completed,
             bytes: r.flows.iter().map(|f| f.bytes).sum(),
         },
         fct_ns: Percentiles {
@@ -347,7 +363,7 @@ pub fn summary(scenario: &Scenario, out: &Outcome) -> Summary {
             p99: percentile(&fcts, 99.0),
             max: fcts.last().copied().unwrap_or(0),
         },
-        goodput_gbps: goodput_gbps(r),
+        goodput_gbps: goodput_gbps(r, gpn),
         drops: r.drops,
         retransmitted_packets: r.retransmitted_packets,
         pfc_pause_frames: r.pfc_pause_frames,

@@ -11,7 +11,7 @@ const RATE_GBPS: f64 = 400.0;
 fn assert_line_rate_goodput(topology: &str, dst: u32) {
     let r = one_64mib_flow("infiniband", topology, dst);
     assert_eq!(r.buffer_overflows, 0);
-    assert_goodput(goodput_gbps(&r), RATE_GBPS * ib_efficiency(4096.0));
+    assert_goodput(goodput_gbps(&r, 1), RATE_GBPS * ib_efficiency(4096.0));
 }
 
 #[test]
@@ -103,7 +103,7 @@ fn permutation_fraction(adaptive: bool, k: u32) -> (f64, f64) {
     sim.run();
     let r = sim.report();
     assert_eq!(r.buffer_overflows, 0);
-    let makespan = goodput_gbps(&r) * 1e9 / ideal_bps;
+    let makespan = goodput_gbps(&r, 1) * 1e9 / ideal_bps;
     (steady, makespan)
 }
 

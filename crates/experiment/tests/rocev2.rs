@@ -17,7 +17,7 @@ fn roce_efficiency(mtu: f64) -> f64 {
 fn assert_line_rate_goodput(topology: &str, dst: u32) {
     let r = one_64mib_flow("rocev2", topology, dst);
     assert_eq!((r.drops, r.retransmitted_packets), (0, 0));
-    assert_goodput(goodput_gbps(&r), 400.0 * roce_efficiency(4096.0));
+    assert_goodput(goodput_gbps(&r, 1), 400.0 * roce_efficiency(4096.0));
 }
 
 #[test]

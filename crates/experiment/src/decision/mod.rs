@@ -49,7 +49,7 @@ pub struct NetworkCost {
 }
 
 /// The GPU price and power the scenario uses: `[cost]` overrides, else the catalog's GPU.
-fn gpu(s: &Scenario) -> (f64, f64) {
+pub(crate) fn gpu(s: &Scenario) -> (f64, f64) {
     let g = s.catalog.get(&s.hardware.gpu).expect("checked at load");
     (
         s.cost.gpu_usd.unwrap_or(g.price_usd),
@@ -203,7 +203,7 @@ pub fn recommend(s: &Scenario, sums: [&Summary; 2], costs: [&NetworkCost; 2]) ->
                 "cost per job: InfiniBand {}, RoCEv2 {}: {} costs {} ({:.2} %) less per job",
                 usd(a),
                 usd(b),
-                win_name(win),
+                FabricKind::label(win),
                 usd(hi - lo),
                 (hi - lo) / hi * 100.0
             ));
@@ -288,9 +288,13 @@ pub fn recommend(s: &Scenario, sums: [&Summary; 2], costs: [&NetworkCost; 2]) ->
             let p_star = (g_star - energy) * c.lifetime_years * HOURS_PER_YEAR;
             if p_star > 0.0 {
                 points.gpu_usd = Some(p_star);
-                let above = if ti > tr { "RoCEv2" } else { "InfiniBand" };
+                let (above, below) = if ti > tr {
+                    ("RoCEv2", "InfiniBand")
+                } else {
+                    ("InfiniBand", "RoCEv2")
+                };
                 flip.push(format!(
-                    "GPU price: both cost the same at {} per GPU (now {}); above it {above} is cheaper, below it the other",
+                    "GPU price: both cost the same at {} per GPU (now {}); above it {above} is cheaper, below it {below}",
                     usd(p_star),
                     usd(gpu(s).0)
                 ));
@@ -316,12 +320,6 @@ pub fn recommend(s: &Scenario, sums: [&Summary; 2], costs: [&NetworkCost; 2]) ->
     }
 }
 
-fn win_name(f: FabricKind) -> &'static str {
-    match f {
-        FabricKind::Infiniband => "InfiniBand",
-        FabricKind::Rocev2 => "RoCEv2",
-    }
-}
 
 /// Tail latency and jitter: FCT p99 against p50, and the spread of iteration times.
 fn tail_reason(sums: [&Summary; 2]) -> String {

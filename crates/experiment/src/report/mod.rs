@@ -2,6 +2,7 @@
 //! SVG, the recommendation first), summary.md and summary.json (the `--json` object),
 //! written as one folder atomically.
 
+mod inputs;
 mod plots;
 
 pub use plots::{identity_plot, line_plot};
@@ -81,7 +82,16 @@ pub fn html(c: &Comparison) -> String {
     for line in &r.flip {
         let _ = write!(h, "<li>{}</li>", esc(line));
     }
-    h.push_str("</ul></section>\n<h2>Side by side</h2><table><tr><th></th><th>InfiniBand</th><th>RoCEv2</th><th>RoCEv2 / IB</th></tr>");
+    h.push_str("</ul></section>\n<h2>What this answers</h2><table id=\"inputs\">");
+    for (what, value) in inputs::rows(c) {
+        let _ = write!(
+            h,
+            "<tr><th>{}</th><td style=\"text-align:left\">{}</td></tr>",
+            esc(&what),
+            esc(&value)
+        );
+    }
+    h.push_str("</table>\n<h2>Side by side</h2><table><tr><th></th><th>InfiniBand</th><th>RoCEv2</th><th>RoCEv2 / IB</th></tr>");
     for (name, a, b, ratio) in compare::rows(c) {
         let q = if ratio && a > 0.0 && b.is_finite() {
             format!("{:.3}", b / a)
@@ -198,6 +208,10 @@ pub fn markdown(c: &Comparison) -> String {
     m.push_str("\nWhere it would flip:\n\n");
     for line in &r.flip {
         let _ = writeln!(m, "- {line}");
+    }
+    m.push_str("\nWhat this answers:\n\n");
+    for (what, value) in inputs::rows(c) {
+        let _ = writeln!(m, "- {what}: {value}");
     }
     m.push_str("\n| | InfiniBand | RoCEv2 |\n|---|---:|---:|\n");
     for (name, a, b, _) in compare::rows(c) {

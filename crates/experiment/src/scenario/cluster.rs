@@ -269,6 +269,9 @@ pub fn describe(plan: &ClosPlan) -> String {
         let _ = write!(s, " {n} {}{up};", names[t]);
     }
     let _ = write!(s, " {} host links", plan.host_leaf.len());
+    if let Some(ratio) = plan.oversubscription() {
+        let _ = write!(s, "; leaves {ratio:.2}:1 oversubscribed (host links : uplinks)");
+    }
     s
 }
 

@@ -50,6 +50,14 @@ impl FabricKind {
             FabricKind::Rocev2 => "rocev2",
         }
     }
+
+    /// The name as people write it: "InfiniBand", "RoCEv2".
+    pub fn label(self) -> &'static str {
+        match self {
+            FabricKind::Infiniband => "InfiniBand",
+            FabricKind::Rocev2 => "RoCEv2",
+        }
+    }
 }
 
 /// `[fabric]` and `[fabric.infiniband]` read; `roce` still needs its own table, which
@@ -146,22 +154,37 @@ fn mtu(c: &Ctx, f: &FileFabric, kind: FabricKind) -> Result<Option<u32>, Scenari
     Ok(Some(mtu))
 }
 
-/// `[fabric]` and the scenario's fabric table, every default filled in.
+/// `[fabric]` and the scenario's fabric table, every default filled in; with a
+/// `[cluster]` design, which `compare` runs on both fabrics, both tables, and each
+/// fabric's switch latency when the two differ (each from its switch's catalog entry).
 pub(super) fn write_toml(sc: &Scenario, s: &mut String) {
+    let cluster = matches!(sc.topology, super::TopologySpec::Cluster(_));
+    let latency = if cluster && sc.ib.switch_latency != sc.roce.switch_latency {
+        format!(
+            "# switch_latency: {} on InfiniBand, {} on RoCEv2 (each fabric's switch in the catalog)",
+            sc.ib.switch_latency, sc.roce.switch_latency
+        )
+    } else {
+        format!(
+            "switch_latency = \"{}\"",
+            match sc.fabric {
+                FabricKind::Infiniband => sc.ib.switch_latency,
+                FabricKind::Rocev2 => sc.roce.switch_latency,
+            }
+        )
+    };
     let _ = writeln!(
         s,
-        "\n[fabric]\nkind = \"{}\"\nlink_rate = \"{}\"\nmtu = {}\nswitch_latency = \"{}\"\nlink_delay = \"{}\"",
+        "\n[fabric]\nkind = \"{}\"\nlink_rate = \"{}\"\nmtu = {}\n{latency}\nlink_delay = \"{}\"",
         sc.fabric.name(),
         sc.link_rate,
         sc.ib.mtu,
-        match sc.fabric {
-            FabricKind::Infiniband => sc.ib.switch_latency,
-            FabricKind::Rocev2 => sc.roce.switch_latency,
-        },
         sc.link_delay
     );
-    match sc.fabric {
-        FabricKind::Rocev2 => rocev2::write_toml(&sc.roce, sc.link_rate, s),
-        FabricKind::Infiniband => infiniband::write_toml(&sc.ib, s),
+    if cluster || sc.fabric == FabricKind::Infiniband {
+        infiniband::write_toml(&sc.ib, s);
+    }
+    if cluster || sc.fabric == FabricKind::Rocev2 {
+        rocev2::write_toml(&sc.roce, sc.link_rate, s);
     }
 }

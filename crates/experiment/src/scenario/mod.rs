@@ -248,7 +248,8 @@ impl Scenario {
             Some(h) => Some(host::parse(&c, h, hosts / topo.gpus_per_node, link_rate)?),
             None => None,
         };
-        let level = simulation::parse(&c, root.simulation.as_ref())?;
+        let designed = matches!(topo.spec, TopologySpec::Cluster(_));
+        let level = simulation::parse(&c, root.simulation.as_ref(), designed)?;
         let mut scenario = Scenario {
             name: root.name.unwrap_or_else(|| default_name.to_string()),
             seed,
@@ -270,6 +271,20 @@ impl Scenario {
         };
         scenario.set_level(level)?;
         Ok(scenario)
+    }
+
+    /// The scenarios `check` estimates: for a `[cluster]` design, which `compare` runs on
+    /// both fabrics, one per fabric (each on its own design); otherwise this one.
+    pub fn compared(&self) -> Vec<Scenario> {
+        match self.topology {
+            TopologySpec::Cluster(_) => [FabricKind::Infiniband, FabricKind::Rocev2]
+                .map(|fabric| Scenario {
+                    fabric,
+                    ..self.clone()
+                })
+                .into(),
+            _ => vec![self.clone()],
+        }
     }
 
     /// Hosts (ranks) in the topology.
@@ -298,7 +313,7 @@ impl Scenario {
         simulation::write_toml(self.level, &mut s);
         fabric::write_toml(self, &mut s);
         topology::write_toml(self, &mut s);
-        traffic::write_toml(&self.traffic, &mut s);
+        traffic::write_toml(&self.traffic, self.host_count(), &mut s);
         if let Some(h) = &self.host {
             host::write_toml(h, &mut s);
         }

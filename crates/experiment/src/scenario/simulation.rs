@@ -1,6 +1,7 @@
 //! `[simulation]`: the level a scenario runs at (SCENARIO.md v2). Packet level models
 //! every packet; flow level shares links max-min fairly among fluid flows and reaches
-//! the largest clusters; `auto` picks flow level above a number of hosts.
+//! the largest clusters; `auto` picks flow level above a number of hosts, and is the
+//! default for `[cluster]` designs (SCENARIO.md v3).
 
 use super::reader::{invalid, Ctx, Field};
 use super::{Scenario, ScenarioError};
@@ -53,9 +54,16 @@ impl Level {
     }
 }
 
-pub(super) fn parse(c: &Ctx, f: Option<&FileSimulation>) -> Result<Level, ScenarioError> {
+/// Reads `[simulation]`. Without a level, a `[cluster]` design (`designed`), which is
+/// what a buyer sizes at thousands of GPUs, runs `auto`; anything else runs packets.
+pub(super) fn parse(
+    c: &Ctx,
+    f: Option<&FileSimulation>,
+    designed: bool,
+) -> Result<Level, ScenarioError> {
+    let default = if designed { "auto" } else { "packet" };
     let Some(f) = f else {
-        return Ok(Level::Packet);
+        return Ok(Level::parse(default).expect("a level"));
     };
     let level = c.choice("simulation.level", &f.level, &["packet", "flow", "auto"])?;
     let above = c.count(
@@ -64,15 +72,14 @@ pub(super) fn parse(c: &Ctx, f: Option<&FileSimulation>) -> Result<Level, Scenar
         2,
         u32::MAX as u64,
     )?;
-    match (level, above) {
-        (Some("auto"), a) => Ok(Level::Auto {
+    match (level.unwrap_or(default), above) {
+        ("auto", a) => Ok(Level::Auto {
             above: a.unwrap_or(DEFAULT_FLOW_ABOVE),
         }),
         (l, Some(a)) => Err(invalid(format!(
-            "simulation.flow_above_hosts = {a}: only applies with level = \"auto\", not \"{}\"",
-            l.unwrap_or("packet")
+            "simulation.flow_above_hosts = {a}: only applies with level = \"auto\", not \"{l}\""
         ))),
-        (l, None) => Ok(Level::parse(l.unwrap_or("packet")).expect("a checked choice")),
+        (l, None) => Ok(Level::parse(l).expect("a checked choice")),
     }
 }
 

@@ -1,7 +1,7 @@
 //! `flow-file` entries (the ns-3 RDMA model's flow lists) and `chakra` entries (a folder
 //! of execution traces): the files give what other kinds write in the scenario.
 
-use super::{ids, Entry};
+use super::{host_list, Entry};
 use crate::formats::{chakra as chakra_format, ns3};
 use crate::scenario::reader::{invalid, MAX_SIZE};
 use crate::scenario::topology::TopologySpec;
@@ -154,13 +154,13 @@ impl Entry<'_> {
 }
 
 /// A chakra or flow-file entry, as read.
-pub(super) fn write_toml(t: &Traffic, s: &mut String) -> std::fmt::Result {
+pub(super) fn write_toml(t: &Traffic, all: u32, s: &mut String) -> std::fmt::Result {
     match t {
         Traffic::Chakra(job) => writeln!(
             s,
-            "\n[[traffic]]\nkind = \"chakra\"\npath = {}\nranks = {:?}\nalgorithm = \"{}\"\nchannels = {}\nchunk = \"{}\"\nstart = \"{}\"\nsl = {}\n# {} traces, {} nodes",
+            "\n[[traffic]]\nkind = \"chakra\"\npath = {}\n{}\nalgorithm = \"{}\"\nchannels = {}\nchunk = \"{}\"\nstart = \"{}\"\nsl = {}\n# {} traces, {} nodes",
             crate::scenario::quoted(&job.source),
-            ids(&job.ranks),
+            host_list("ranks", &job.ranks, all),
             job.algorithm.name(),
             job.channels,
             ByteSize(job.chunk),

@@ -1,7 +1,7 @@
 //! `collective` and `training` entries: NCCL-style collectives over ranks, and
 //! data-, tensor- and pipeline-parallel training jobs.
 
-use super::{ids, Common, Entry};
+use super::{host_list, Common, Entry};
 use crate::scenario::reader::invalid;
 use crate::scenario::ScenarioError;
 use fabricsim_core::units::{ByteSize, Dimension, HostId, Time};
@@ -175,14 +175,14 @@ fn check_server_groups(ranks: &[HostId], gpus: u32) -> Result<(), String> {
 }
 
 /// A collective or training entry, every default filled in.
-pub(super) fn write_toml(t: &Traffic, s: &mut String) -> std::fmt::Result {
+pub(super) fn write_toml(t: &Traffic, all: u32, s: &mut String) -> std::fmt::Result {
     match t {
         Traffic::Collective(c) => writeln!(
             s,
-            "\n[[traffic]]\nkind = \"collective\"\nop = \"{}\"\nalgorithm = \"{}\"\nranks = {:?}\nsize = \"{}\"\nstart = \"{}\"\nchannels = {}\nprotocol = \"{}\"\nchunk = \"{}\"\nroot = {}\nsl = {}",
+            "\n[[traffic]]\nkind = \"collective\"\nop = \"{}\"\nalgorithm = \"{}\"\n{}\nsize = \"{}\"\nstart = \"{}\"\nchannels = {}\nprotocol = \"{}\"\nchunk = \"{}\"\nroot = {}\nsl = {}",
             c.op.name(),
             c.algorithm.name(),
-            ids(&c.ranks),
+            host_list("ranks", &c.ranks, all),
             ByteSize(c.size),
             c.start,
             c.channels,
@@ -193,8 +193,8 @@ pub(super) fn write_toml(t: &Traffic, s: &mut String) -> std::fmt::Result {
         ),
         Traffic::Training(t) => writeln!(
             s,
-            "\n[[traffic]]\nkind = \"training\"\nranks = {:?}\nsize = \"{}\"   # gradient bytes per iteration\nbuckets = {}\niterations = {}\nforward = \"{}\"\nbackward = \"{}\"\noverlap = {}\nalgorithm = \"{}\"\nchannels = {}\nchunk = \"{}\"\njob_iterations = {}\ntensor_parallel = {}\npipeline_parallel = {}\nmicrobatches = {}\nactivation = \"{}\"\nstart = \"{}\"\nsl = {}",
-            ids(&t.ranks),
+            "\n[[traffic]]\nkind = \"training\"\n{}\nsize = \"{}\"   # gradient bytes per iteration\nbuckets = {}\niterations = {}\nforward = \"{}\"\nbackward = \"{}\"\noverlap = {}\nalgorithm = \"{}\"\nchannels = {}\nchunk = \"{}\"\njob_iterations = {}\ntensor_parallel = {}\npipeline_parallel = {}\nmicrobatches = {}\nactivation = \"{}\"\nstart = \"{}\"\nsl = {}",
+            host_list("ranks", &t.ranks, all),
             ByteSize(t.gradient),
             t.buckets,
             t.iterations,

@@ -290,7 +290,9 @@ impl Entry<'_> {
 }
 
 /// Every `[[traffic]]` entry, every default filled in.
-pub(super) fn write_toml(traffic: &[Traffic], s: &mut String) {
+/// `all` is the topology's host count: a list of every host in order is the default and
+/// is written as a comment, not as thousands of numbers.
+pub(super) fn write_toml(traffic: &[Traffic], all: u32, s: &mut String) {
     for t in traffic {
         let _ = match t {
             Traffic::Flow { src, dst, size, start, sl } => writeln!(
@@ -306,12 +308,12 @@ pub(super) fn write_toml(traffic: &[Traffic], s: &mut String) {
             ),
             Traffic::Permutation { hosts, size, start, sl } => writeln!(
                 s,
-                "\n[[traffic]]\nkind = \"permutation\"\nhosts = {:?}\nsize = \"{}\"\nstart = \"{start}\"\nsl = {sl}",
-                ids(hosts),
+                "\n[[traffic]]\nkind = \"permutation\"\n{}\nsize = \"{}\"\nstart = \"{start}\"\nsl = {sl}",
+                host_list("hosts", hosts, all),
                 ByteSize(*size)
             ),
-            Traffic::Collective(_) | Traffic::Training(_) => jobs::write_toml(t, s),
-            Traffic::Chakra(_) | Traffic::Listed { .. } => files::write_toml(t, s),
+            Traffic::Collective(_) | Traffic::Training(_) => jobs::write_toml(t, all, s),
+            Traffic::Chakra(_) | Traffic::Listed { .. } => files::write_toml(t, all, s),
         };
     }
 }
@@ -319,4 +321,15 @@ pub(super) fn write_toml(traffic: &[Traffic], s: &mut String) {
 /// Host indices as numbers, for TOML lists.
 fn ids(hosts: &[HostId]) -> Vec<u32> {
     hosts.iter().map(|h| h.0).collect()
+}
+
+/// `key = [hosts]`, or, when `hosts` is every one of `all` hosts in order (the
+/// default), a comment saying so.
+fn host_list(key: &str, hosts: &[HostId], all: u32) -> String {
+    let every = hosts.len() == all as usize && hosts.iter().zip(0..).all(|(h, i)| h.0 == i);
+    if every && all > 1 {
+        format!("# {key}: every host in order, 0 to {} (the default)", all - 1)
+    } else {
+        format!("{key} = {:?}", ids(hosts))
+    }
 }

@@ -1,0 +1,175 @@
+//! What a comparison rests on, stated in the report: the cluster (GPUs, servers, network
+//! style, NIC rate, each fabric's design and hardware), the workload, the simulation level
+//! and the cost assumptions, so that a reader never has to ask which case the verdict
+//! answers.
+
+use crate::compare::Comparison;
+use crate::decision::gpu;
+use crate::scenario::{describe_design, Scenario, TopologySpec};
+use fabricsim_core::units::ByteSize;
+use fabricsim_fabric::workload::Traffic;
+
+/// The inputs as (what, value) rows, in reading order.
+pub fn rows(c: &Comparison) -> Vec<(String, String)> {
+    let s = &c.runs[0].scenario;
+    let mut rows = vec![("cluster".to_string(), cluster(s))];
+    for run in &c.runs {
+        let fabric = run.scenario.fabric;
+        let design = match &run.scenario.topology {
+            TopologySpec::Cluster(d) => match &d.plans[fabric as usize] {
+                Ok(plan) => describe_design(plan),
+                Err(why) => why.clone(),
+            },
+            _ => format!(
+                "as written in [topology]: {} tier(s), {} switches",
+                run.design.tiers, run.design.switches
+            ),
+        };
+        rows.push((
+            format!("{} network", fabric.label()),
+            format!(
+                "{design}; switch {}, NIC {}; simulated at {} level",
+                run.scenario.hardware.switch_for(fabric),
+                run.scenario.hardware.nic,
+                run.summary.level
+            ),
+        ));
+    }
+    for (i, t) in s.traffic.iter().enumerate() {
+        rows.push((format!("workload #{i}"), traffic(t)));
+    }
+    let (gpu_usd, gpu_watts) = gpu(s);
+    let k = &s.cost;
+    rows.push((
+        "cost assumptions".into(),
+        format!(
+            "GPU {} at ${} and {} W; {} years of life; electricity ${}/kWh at PUE {}; network support {} % of its capital cost a year{}",
+            s.hardware.gpu,
+            thousands(gpu_usd),
+            thousands(gpu_watts),
+            k.lifetime_years,
+            k.electricity_usd_per_kwh,
+            k.pue,
+            k.support_share_per_year * 100.0,
+            if k.software.is_empty() {
+                String::new()
+            } else {
+                format!("; software: {}", k.software.join(", "))
+            }
+        ),
+    ));
+    rows.push(("seed".into(), s.seed.to_string()));
+    rows
+}
+
+/// GPUs, servers, the network's style and rate.
+fn cluster(s: &Scenario) -> String {
+    let gpus = s.host_count();
+    let g = s.gpus_per_node.max(1);
+    let style = match &s.topology {
+        TopologySpec::Cluster(d) => format!(
+            "{}, {}:1 asked",
+            d.style.name(),
+            d.oversubscription
+        ),
+        TopologySpec::SingleSwitch { .. } => "one switch".into(),
+        TopologySpec::LeafSpine { leaves, spines, .. } => {
+            format!("leaf-spine, {leaves} leaves and {spines} spines")
+        }
+        TopologySpec::FatTree { k } => format!("k={k} fat-tree"),
+        TopologySpec::RailOptimized { spines, .. } => {
+            format!("rail-optimized, {spines} spines")
+        }
+        TopologySpec::File { path, .. } => format!("from {path}"),
+    };
+    format!(
+        "{} GPUs in {} servers of {g}, one {} NIC each; {style}",
+        thousands(gpus as f64),
+        thousands((gpus / g) as f64),
+        s.link_rate
+    )
+}
+
+/// One traffic entry in a line.
+fn traffic(t: &Traffic) -> String {
+    match t {
+        Traffic::Flow { src, dst, size, .. } => {
+            format!("a flow of {} from host {src} to {dst}", ByteSize(*size))
+        }
+        Traffic::Incast { senders, dst, size, .. } => format!(
+            "a {}:1 incast of {} each into host {dst}",
+            senders.len(),
+            ByteSize(*size)
+        ),
+        Traffic::Permutation { hosts, size, .. } => format!(
+            "a permutation of {} over {} hosts",
+            ByteSize(*size),
+            hosts.len()
+        ),
+        Traffic::Listed { source, messages } => {
+            format!("{} flows from {source}", thousands(messages.len() as f64))
+        }
+        Traffic::Collective(c) => format!(
+            "{} of {} over {} ranks, {} algorithm, {} channel(s)",
+            c.op.name(),
+            ByteSize(c.size),
+            c.ranks.len(),
+            c.algorithm.name(),
+            c.channels
+        ),
+        Traffic::Training(j) => format!(
+            "data-parallel training over {} GPUs{}: {} of gradients per iteration in {} buckets, {} all-reduce, forward {} and backward {}, {} iterations simulated, projected over {}",
+            j.ranks.len(),
+            if j.tensor_parallel * j.pipeline_parallel > 1 {
+                format!(
+                    " (tensor {} x pipeline {})",
+                    j.tensor_parallel, j.pipeline_parallel
+                )
+            } else {
+                String::new()
+            },
+            ByteSize(j.gradient),
+            j.buckets,
+            j.algorithm.name(),
+            j.forward,
+            j.backward,
+            j.iterations,
+            thousands(j.job_iterations as f64)
+        ),
+        Traffic::Chakra(job) => format!(
+            "Chakra traces from {}, {} ranks",
+            job.source,
+            job.ranks.len()
+        ),
+    }
+}
+
+/// A whole number with thousands separators (12,345); fractions rounded.
+pub fn thousands(x: f64) -> String {
+    let digits = format!("{:.0}", x.abs());
+    let mut out = String::new();
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    if x < 0.0 && digits != "0" {
+        out.insert(0, '-');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::thousands;
+
+    #[test]
+    fn thousands_groups_digits_by_three() {
+        assert_eq!(thousands(0.0), "0");
+        assert_eq!(thousands(999.4), "999");
+        assert_eq!(thousands(1000.0), "1,000");
+        assert_eq!(thousands(820800.0), "820,800");
+        assert_eq!(thousands(-1234567.0), "-1,234,567");
+    }
+}
