@@ -516,6 +516,14 @@ fn set_level(scenario: &mut Scenario, level: Option<&str>) -> Result<(), String>
         .map_err(|e| format!("--level {text}: {e}"))
 }
 
+/// Says once on standard error which level `auto` chose and why, for a command whose
+/// runs would each say it.
+fn say_level(scenario: &Scenario) {
+    if let Some(why) = scenario.runs_at_flow_level().1 {
+        eprintln!("fabricsim: {why}");
+    }
+}
+
 /// Refuses a run estimated not to fit in memory, unless forced; returns its estimated
 /// bytes (0 when forced: nothing is estimated then).
 fn fits(scenario: &Scenario, force: bool) -> Result<u64, String> {
@@ -600,6 +608,7 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
         } => {
             let mut scenario = load(file, seed)?;
             set_level(&mut scenario, level.as_deref())?;
+            say_level(&scenario);
             let bytes = fits(&scenario, force)?;
             // A training job's +1 us run is the same size as the main run.
             let runs = if runner::has_training(&scenario) {
@@ -692,6 +701,7 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
         }
         Command::Check { file } => {
             let scenario = load(Some(file), None)?;
+            runner::require_traffic(&scenario)?;
             let mut text = scenario.effective_toml() + "\n";
             for s in scenario.compared() {
                 text += &estimate::estimate(&s)?.comment();
@@ -735,6 +745,7 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
             json: as_json,
         } => {
             let scenario = load(Some(file), None)?;
+            say_level(&scenario);
             let c = collective_sweep::template(&scenario, op.as_deref(), algorithm.as_deref())?;
             let list = collective_sweep::sizes(
                 collective_sweep::parse_size("-b", &begin)?,
@@ -778,6 +789,7 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
         } => {
             let mut scenario = load_with(file, catalog, seed)?;
             set_level(&mut scenario, level.as_deref())?;
+            say_level(&scenario);
             let mut runs = Vec::new();
             for fabric in [FabricKind::Infiniband, FabricKind::Rocev2] {
                 // Each fabric may have its own design: both must fit.

@@ -145,7 +145,10 @@ fn a_run_that_cannot_fit_in_memory_is_refused_up_front() {
     // `check` states the estimate.
     let check = run(&["check", path(&f)]);
     let text = String::from_utf8_lossy(&check.stdout);
-    assert!(text.contains("# estimated run: about"), "{text}");
+    assert!(
+        text.contains("# estimated run on InfiniBand at packet level: about"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -188,7 +191,7 @@ fn threads_must_be_a_positive_count() {
 fn estimated_mb(f: &Path) -> u64 {
     let check = String::from_utf8(run(&["check", path(f)]).stdout).unwrap();
     check
-        .split("# estimated run: about ")
+        .split(" level: about ")
         .nth(1)
         .and_then(|t| t.split(' ').next())
         .and_then(|n| n.parse().ok())

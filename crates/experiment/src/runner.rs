@@ -133,10 +133,7 @@ pub fn run_threaded(
     threads: usize,
     trial: Trial,
 ) -> Result<Outcome, String> {
-    let (flow_level, why) = scenario.runs_at_flow_level();
-    if let (Some(why), true) = (why, progress) {
-        eprintln!("{why}");
-    }
+    let flow_level = scenario.runs_at_flow_level().0;
     if flow_level && capture.is_some() {
         return Err("--pcap: captures are packet level only; this scenario runs at flow level (give --level packet)".into());
     }
@@ -152,7 +149,8 @@ pub fn run_threaded(
         datapath::apply(&mut workload, h, topo.host_count(), scenario.gpus_per_node);
     }
     let (mut probe, mut probed) = (0, 1);
-    // The model, and the wall time of a run already finished (split over threads).
+    // The model, and the wall time of a run already finished (split over threads), or
+    // why it goes on one thread.
     let (mut sim, finished) = match scenario.fabric {
         _ if flow_level => {
             let mut cfg = flow_config(scenario);
@@ -162,7 +160,7 @@ pub fn run_threaded(
                 probed = cfg.sharing.last().map_or(1, |p| p.0);
             }
             let flow = flow::Simulation::new(cfg, topo, &workload, scenario.stop_at)?;
-            (Model::Flow(Box::new(flow)), None)
+            (Model::Flow(Box::new(flow)), Err(None))
         }
         FabricKind::Infiniband => {
             let why_not = infiniband::parallel::why_not_split(&topo, &workload);
@@ -184,9 +182,9 @@ pub fn run_threaded(
                     )
                 },
             )?;
-            if let Some((ib, wall)) = split {
-                (Model::Ib(Box::new(ib)), Some(wall))
-            } else {
+            match split {
+                Split::Ran(ib, wall) => (Model::Ib(Box::new(ib)), Ok(wall)),
+                Split::OneThread(why) => {
                 let mut ib = infiniband::Simulation::new(
                     scenario.ib.clone(),
                     topo,
@@ -196,7 +194,8 @@ pub fn run_threaded(
                 if let Some(f) = capture {
                     ib.capture(f);
                 }
-                (Model::Ib(Box::new(ib)), None)
+                (Model::Ib(Box::new(ib)), Err(why))
+            }
             }
         }
         FabricKind::Rocev2 => {
@@ -235,21 +234,22 @@ pub fn run_threaded(
                     )
                 },
             )?;
-            if let Some((roce, wall)) = split {
-                (Model::Roce(Box::new(roce)), Some(wall))
-            } else {
+            match split {
+                Split::Ran(roce, wall) => (Model::Roce(Box::new(roce)), Ok(wall)),
+                Split::OneThread(why) => {
                 let mut roce = rocev2::Simulation::new(cfg, topo, &workload, scenario.stop_at)?;
                 if let Some(f) = capture {
                     roce.capture(f);
                 }
-                (Model::Roce(Box::new(roce)), None)
+                (Model::Roce(Box::new(roce)), Err(why))
+            }
             }
         }
     };
-    let split_over = if finished.is_some() { threads } else { 1 };
+    let split_over = if finished.is_ok() { threads } else { 1 };
     let wall_seconds = match finished {
-        Some(wall) => wall,
-        None => drive(&mut sim, progress),
+        Ok(wall) => wall,
+        Err(one_thread) => drive(&mut sim, progress, one_thread),
     };
     if let (Model::Flow(s), true) = (&sim, progress) {
         for note in flow_notes(s, probe, probed) {
@@ -302,10 +302,17 @@ pub fn run_threaded(
     })
 }
 
+/// How a packet-level run went: split over threads (the model and its wall time), or on
+/// one thread, with why when threads were offered but not used.
+enum Split<M> {
+    Ran(M, f64),
+    OneThread(Option<String>),
+}
+
 /// A packet-level run split over `threads` by `split` (given the progress bar's update),
-/// with its wall time; `None` if it goes on one thread: `threads` is 1, a capture is
-/// asked for (it keeps frames in sending order), `why_not` gives a reason, or the split
-/// run gave up its trial. Why is said on standard error when `progress`.
+/// with its wall time; or why it goes on one thread: a capture is asked for (it keeps
+/// frames in sending order), `why_not` gives a reason, or the split run gave up its
+/// trial. The reason goes into the run's progress line, which long runs show.
 fn split_run<M>(
     threads: usize,
     capture: bool,
@@ -313,28 +320,25 @@ fn split_run<M>(
     progress: bool,
     label: &'static str,
     split: impl FnOnce(&mut dyn FnMut(u64, Time)) -> Result<Option<M>, String>,
-) -> Result<Option<(M, f64)>, String> {
+) -> Result<Split<M>, String> {
     if threads <= 1 {
-        return Ok(None);
+        return Ok(Split::OneThread(None));
     }
     let why_not = why_not.or(capture.then(|| "a capture keeps frames in sending order".into()));
     if let Some(why) = why_not {
-        if progress {
-            eprintln!("fabricsim: this run goes on one thread: {why}");
-        }
-        return Ok(None);
+        return Ok(Split::OneThread(Some(why)));
     }
     let started = Instant::now();
-    let mut bar = Bar::new(progress, label);
+    let mut bar = Bar::new(progress, label, None);
     let run = split(&mut |events, now| bar.update(events, now))?;
     bar.finish();
-    if run.is_none() && progress {
-        eprintln!(
-            "fabricsim: this run goes on one thread: fewer than {} events per window of its lookahead, too few to gain from threads",
+    Ok(match run {
+        Some(m) => Split::Ran(m, started.elapsed().as_secs_f64()),
+        None => Split::OneThread(Some(format!(
+            "fewer than {} events per window of its lookahead, too few to gain from threads",
             fabricsim_fabric::parallel::MIN_EVENTS_PER_WINDOW
-        );
-    }
-    Ok(run.map(|m| (m, started.elapsed().as_secs_f64())))
+        ))),
+    })
 }
 
 /// Flows per port the sharing probe measures (`sharing_probe`, up to the largest switch
@@ -469,9 +473,9 @@ fn flow_config(scenario: &Scenario) -> FlowConfig {
 
 /// Runs `sim` to its end in slices; with `progress`, a bar on standard error (events,
 /// events/s, simulated time) once the run has lasted a second. Returns the wall time.
-fn drive(sim: &mut Model, progress: bool) -> f64 {
+fn drive(sim: &mut Model, progress: bool, one_thread: Option<String>) -> f64 {
     let started = Instant::now();
-    let mut bar = Bar::new(progress, sim.name());
+    let mut bar = Bar::new(progress, sim.name(), one_thread);
     while !sim.step(SLICE) {
         bar.update(sim.events(), sim.now());
     }
@@ -484,15 +488,18 @@ fn drive(sim: &mut Model, progress: bool) -> f64 {
 struct Bar {
     shown: bool,
     name: &'static str,
+    /// Why a run offered threads goes on one, said at the end of the line.
+    one_thread: Option<String>,
     started: Instant,
     bar: Option<ProgressBar>,
 }
 
 impl Bar {
-    fn new(shown: bool, name: &'static str) -> Self {
+    fn new(shown: bool, name: &'static str, one_thread: Option<String>) -> Self {
         Bar {
             shown,
             name,
+            one_thread,
             started: Instant::now(),
             bar: None,
         }
@@ -513,11 +520,14 @@ impl Bar {
         });
         let rate = events as f64 / elapsed.as_secs_f64();
         b.set_message(format!(
-            "{}: {} events, {:.1} M events/s, simulated {:.3} us",
+            "{}: {} events, {:.1} M events/s, simulated {:.3} us{}",
             self.name,
             events,
             rate / 1e6,
-            now.ps() as f64 / 1e6
+            now.ps() as f64 / 1e6,
+            self.one_thread
+                .as_ref()
+                .map_or(String::new(), |why| format!(" (on one thread: {why})"))
         ));
         b.tick();
     }

@@ -119,7 +119,7 @@ fn traffic(t: &Traffic) -> String {
         ),
         Traffic::Training(j) => format!(
             "data-parallel training over {} GPUs{}: {} of gradients per iteration in {} buckets, {} all-reduce, forward {} and backward {}, {} iterations simulated, projected over {}",
-            j.ranks.len(),
+            thousands(j.ranks.len() as f64),
             if j.tensor_parallel * j.pipeline_parallel > 1 {
                 format!(
                     " (tensor {} x pipeline {})",
