@@ -9,11 +9,8 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_fabricsim"))
 }
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("fabricsim-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn tmpdir(name: &str) -> common::Scratch {
+    common::Scratch::new("test", name)
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
@@ -620,8 +617,7 @@ fn bench_split_runs_both_fabrics_on_two_threads_with_identical_results() {
 
 #[test]
 fn collective_command_prints_the_nccl_tests_table() {
-    let d = std::env::temp_dir().join(format!("fabricsim-coll-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
+    let d = tmpdir("coll");
     let f = d.join("c.toml");
     std::fs::write(&f, "[topology]\nkind = \"single-switch\"\nhosts = 4\n").unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_fabricsim"))
@@ -754,4 +750,143 @@ fn calibrate_sets_flow_level_beside_packet_level() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(if missed { 3 } else { 0 }), "{err}");
     assert_eq!(missed, err.contains("outside target"), "{err}");
+}
+
+/// The training job of the built-in default cluster on `gpus` GPUs.
+fn cluster_of(gpus: u32) -> String {
+    format!(
+        "[cluster]\ngpus = {gpus}\nstyle = \"rail-optimized\"\n[[traffic]]\nkind = \"training\"\nsize = \"512MiB\"\nbuckets = 8\niterations = 2\nforward = \"3ms\"\nbackward = \"6ms\"\nalgorithm = \"hierarchical\"\n"
+    )
+}
+
+/// `check` on a 16,384-GPU cluster estimates both fabrics without building the
+/// packet-level workload (3 GB of messages once): it runs within 1 GiB of address space.
+#[test]
+fn check_estimates_a_16k_gpu_cluster_in_little_memory() {
+    let d = tmpdir("check-16k");
+    let f = write(&d, "c.toml", &cluster_of(16384));
+    let out = Command::new("prlimit")
+        .arg(format!("--as={}", 1u64 << 30))
+        .arg(env!("CARGO_BIN_EXE_fabricsim"))
+        .args(["check", f.to_str().unwrap()])
+        .output()
+        .expect("prlimit (util-linux) runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    for fabric in ["InfiniBand", "RoCEv2"] {
+        // A [cluster] runs `auto` by default: flow level at this size.
+        assert!(
+            text.contains(&format!("# estimated run on {fabric} at flow level: about")),
+            "{text}"
+        );
+    }
+    // The default rank list is said, not listed.
+    assert!(text.contains("# ranks: every host in order, 0 to 16383 (the default)"));
+    assert!(
+        text.lines().all(|l| l.len() < 1000),
+        "no line of thousands of numbers"
+    );
+    // Both fabrics' tables, each fabric's own switch latency.
+    assert!(text.contains("[fabric.infiniband]") && text.contains("[fabric.rocev2]"));
+    assert!(text.contains("on InfiniBand,") && text.contains("on RoCEv2 (each fabric's switch"));
+}
+
+/// A refusal for memory names the level that would fit.
+#[test]
+fn a_run_too_large_for_packets_is_told_to_run_at_flow_level() {
+    let d = tmpdir("too-large");
+    let f = write(
+        &d,
+        "c.toml",
+        &(cluster_of(4096) + "[simulation]\nlevel = \"packet\"\n"),
+    );
+    let out = bin()
+        .args(["compare", f.to_str().unwrap()])
+        .env("FABRICSIM_MEMORY", "2GiB")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("at packet level") && err.contains("give --level flow"),
+        "{err}"
+    );
+}
+
+/// Network figures are the network's: on GPU servers whose hierarchical all-reduce moves
+/// most bytes over NVLink, goodput stays below what the NICs can carry and FCTs are those
+/// of messages between servers.
+#[test]
+fn network_figures_leave_out_transfers_inside_servers() {
+    let d = tmpdir("network-only");
+    let f = write(&d, "c.toml", &cluster_of(32).replace("512MiB", "64MiB"));
+    let out = run(&[
+        "run",
+        f.to_str().unwrap(),
+        "--json",
+        "--out",
+        d.join("results").to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let goodput = v["goodput_gbps"].as_f64().unwrap();
+    // 32 NICs at 400 Gb/s.
+    assert!(
+        goodput > 0.0 && goodput <= 32.0 * 400.0,
+        "goodput {goodput} Gb/s"
+    );
+    let flows = std::fs::read_to_string(d.join("results/flows.csv")).unwrap();
+    // flows.csv gives FCTs in ns to the picosecond; the summary in whole ns.
+    let between: Vec<f64> = flows
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let c: Vec<&str> = l.split(',').collect();
+            let (src, dst): (u32, u32) = (c[1].parse().unwrap(), c[2].parse().unwrap());
+            (src / 8 != dst / 8).then(|| c[6].parse().unwrap())
+        })
+        .collect();
+    let slowest = between.iter().copied().fold(0.0, f64::max);
+    assert_eq!(v["fct_ns"]["max"].as_u64().unwrap(), slowest.floor() as u64);
+    assert!(
+        v["flows"]["count"].as_u64().unwrap() > between.len() as u64,
+        "NVLink messages still counted as flows"
+    );
+    // Nothing left beside the results folder: no lock, no temporary.
+    let mut beside: Vec<String> = std::fs::read_dir(&*d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    beside.sort();
+    assert_eq!(beside, ["c.toml", "results"]);
+}
+
+/// `collective` refuses sizes beyond a scenario's bound and prints its table row by row.
+#[test]
+fn collective_refuses_sizes_beyond_512g() {
+    let d = tmpdir("coll-bound");
+    let f = write(
+        &d,
+        "c.toml",
+        "[topology]\nkind = \"single-switch\"\nhosts = 4\n",
+    );
+    let out = run(&[
+        "collective",
+        f.to_str().unwrap(),
+        "-b",
+        "600G",
+        "-e",
+        "700G",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("-b 600G") && err.contains("at most 512G"),
+        "{err}"
+    );
 }

@@ -2,6 +2,8 @@
 //! with flows unfinished; 2 for bad input (here: nothing to run); a closed standard output
 //! ends the process quietly with 141.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -49,8 +51,7 @@ fn a_complete_run_exits_0_and_an_unfinished_one_3() {
 
 #[test]
 fn nothing_to_run_is_bad_input() {
-    let d = std::env::temp_dir().join(format!("fabricsim-exits-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
+    let d = common::Scratch::new("exits", "nothing");
     for (name, text) in [
         ("empty.toml", ""),
         ("topology.toml", "[topology]\nhosts = 4\n"),

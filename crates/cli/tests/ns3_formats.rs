@@ -2,15 +2,15 @@
 //! same run as the equivalent built-in topology and traffic, on both fabrics; bad files
 //! are named and exit 2.
 
+mod common;
+
 use fabricsim_experiment::runner;
 use fabricsim_experiment::scenario::Scenario;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("fabricsim-ns3-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn tmpdir(name: &str) -> common::Scratch {
+    common::Scratch::new("ns3", name)
 }
 
 /// Hosts 0-3 on switch 4 at 400 Gb/s with 25 ns links: the built-in single-switch layout.

@@ -7,11 +7,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("fabricsim-report-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn tmpdir(name: &str) -> common::Scratch {
+    common::Scratch::new("report", name)
 }
 
 /// Chromium, which must be present in CI; elsewhere the test says it skipped.
@@ -49,6 +46,10 @@ fn headless(chromium: &Path, profile: &Path, page: &Path, args: &[&str]) -> Vec<
     out.stdout
 }
 
+fn page_of(report: &Path) -> PathBuf {
+    report.join("report.html")
+}
+
 /// A small cluster with a training job, an incast that makes RoCEv2 pause and cut rates.
 const SCENARIO: &str = "[cluster]\ngpus = 32\n[fabric.rocev2]\nswitch_buffer = \"6MiB\"\necn = { kmin = \"20KB\", kmax = \"80KB\", pmax = 0.5 }\n\
 [[traffic]]\nkind = \"training\"\nsize = \"16MiB\"\nbuckets = 2\niterations = 2\nforward = \"100us\"\nbackward = \"200us\"\n\
@@ -78,6 +79,21 @@ fn the_report_renders_in_headless_chromium_with_the_decision_first() {
     for f in ["report.html", "summary.md", "summary.json"] {
         assert!(report.join(f).is_file(), "{f}");
     }
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("report written to {}", page_of(&report).display())),
+        "the command says where the report is: {err}"
+    );
+    let mut beside: Vec<String> = std::fs::read_dir(&d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    beside.sort();
+    assert_eq!(
+        beside,
+        ["cluster.toml", "report"],
+        "no lock or temporary left"
+    );
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(report.join("summary.json")).unwrap()).unwrap();
     let fabric = summary["recommendation"]["fabric"].as_str().unwrap();
@@ -86,7 +102,7 @@ fn the_report_renders_in_headless_chromium_with_the_decision_first() {
     } else {
         "InfiniBand"
     };
-    let page = report.join("report.html");
+    let page = page_of(&report);
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(
         !html.contains("src=\"http") && !html.contains("href=\"http"),
@@ -109,6 +125,26 @@ fn the_report_renders_in_headless_chromium_with_the_decision_first() {
         "names {title}"
     );
     let first_plot = dom.find("class=\"plot\"").expect("plots");
+    // What the verdict answers: the cluster, each network, the workload and the cost
+    // assumptions, before the plots.
+    let inputs = dom.find("id=\"inputs\"").expect("the inputs table");
+    assert!(inputs < first_plot, "the inputs come before the plots");
+    for needle in [
+        "32 GPUs in 4 servers of 8, one 400Gbps NIC each",
+        "InfiniBand network",
+        "RoCEv2 network",
+        "data-parallel training over 32 GPUs",
+        "a 6:1 incast of 2MiB",
+        "GPU h100-sxm at $",
+        "5 years of life",
+        "$0.08/kWh at PUE 1.3",
+        "network support 10 %",
+    ] {
+        assert!(
+            dom[inputs..first_plot].contains(needle),
+            "inputs state {needle:?}"
+        );
+    }
     assert!(
         rec < first_plot,
         "the recommendation comes before the plots"
@@ -167,5 +203,4 @@ fn the_report_renders_in_headless_chromium_with_the_decision_first() {
         border > 1000,
         "the recommendation box is on the first screen ({border} border pixels)"
     );
-    let _ = std::fs::remove_dir_all(&d);
 }

@@ -2,7 +2,9 @@
 //! its life, writing included, leaves the folder holding one run's complete, consistent
 //! set (the old one or the new one), and two runs into one folder never mix.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -14,11 +16,8 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_fabricsim"))
 }
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("fabricsim-kill-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn tmpdir(name: &str) -> common::Scratch {
+    common::Scratch::new("kill", name)
 }
 
 fn run_into(scenario: &Path, seed: u32, out: &Path) -> Command {

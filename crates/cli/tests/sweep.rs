@@ -3,7 +3,9 @@
 //! others, and the same points under a real Slurm (started by .ci/slurm-up in CI) giving
 //! bit-identical results.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -11,11 +13,8 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_fabricsim"))
 }
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("fabricsim-sweep-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn tmpdir(name: &str) -> common::Scratch {
+    common::Scratch::new("sweep", name)
 }
 
 fn run(args: &[&str]) -> Output {
@@ -117,7 +116,6 @@ fn a_sweep_runs_every_point_and_joins_them() {
     let html = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
     assert!(html.contains("id=\"plot-busbw_gbps\"") && html.contains("<svg"));
     assert!(out_dir.join("plot-busbw_gbps.svg").is_file());
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 /// `fabricsim sweep FILE ARGS --out DIR` exits 2 saying `needle`, and writes nothing.
@@ -129,7 +127,6 @@ fn refused(file: &str, args: &[&str], needle: &str) {
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(e.contains(needle), "{args:?}: {e}");
     assert!(!o.exists(), "nothing ran, nothing written");
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
@@ -209,7 +206,26 @@ fn a_failed_point_is_recorded_and_the_others_run() {
     ]);
     assert_eq!(other.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&other.stderr).contains("holds a different sweep"));
-    let _ = std::fs::remove_dir_all(&d);
+    // So is a folder of someone else's files, which a sweep never writes among.
+    let mine = d.join("mine");
+    std::fs::create_dir_all(&mine).unwrap();
+    std::fs::write(mine.join("notes.txt"), "mine").unwrap();
+    let foreign = run(&[
+        "sweep",
+        &example("sweep-ecn-incast.toml"),
+        "--set",
+        "seed=3",
+        "--out",
+        mine.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&foreign.stderr);
+    assert_eq!(foreign.status.code(), Some(2), "{err}");
+    assert!(err.contains("holds other files (notes.txt)"), "{err}");
+    assert_eq!(
+        std::fs::read_dir(&mine).unwrap().count(),
+        1,
+        "nothing written"
+    );
 }
 
 /// `kill -9` mid-sweep loses only the points that were running: the rerun runs exactly
@@ -290,7 +306,6 @@ fn a_killed_sweep_reruns_only_the_missing_points() {
             "{name} kept"
         );
     }
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 /// Slurm must be up in CI (.ci/run starts it); elsewhere the test says it skipped.
@@ -371,7 +386,6 @@ fn a_sweep_under_slurm_matches_the_local_one_bit_for_bit() {
         std::fs::read(local.join("results.csv")).unwrap(),
         std::fs::read(array.join("results.csv")).unwrap()
     );
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 /// A sweep table: the header names the keys, each row is one point.
@@ -422,5 +436,4 @@ fn a_sweep_table_gives_one_point_per_row() {
     ]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("line 2: 1 values for 2 keys"));
-    let _ = std::fs::remove_dir_all(&d);
 }

@@ -165,9 +165,8 @@ pub fn plan(r: &ClosRequest) -> Result<ClosPlan, String> {
         }
     };
     // Uplinks per leaf: enough for the hosts a leaf carries at the ratio asked.
-    let uplinks = |hosts: u32| {
-        ((hosts as f64 / r.oversubscription).ceil() as u32).clamp(1, radix - down)
-    };
+    let uplinks =
+        |hosts: u32| ((hosts as f64 / r.oversubscription).ceil() as u32).clamp(1, radix - down);
     let up = uplinks(per_leaf);
     if leaves <= radix {
         // Two tiers: each leaf's uplinks follow its own hosts (a last, partly filled

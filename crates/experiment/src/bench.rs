@@ -87,7 +87,11 @@ pub fn run(size: Option<&str>, runs: u32) -> Result<String, String> {
         median * 1e9 / r.events as f64
     );
     let _ = writeln!(s, "simulated           {}", r.sim_time);
-    let _ = writeln!(s, "goodput_gbps        {:.1}", results::goodput_gbps(r, scenario.gpus_per_node));
+    let _ = writeln!(
+        s,
+        "goodput_gbps        {:.1}",
+        results::goodput_gbps(r, scenario.gpus_per_node)
+    );
     let _ = writeln!(s, "peak_rss_bytes      {}", peak_rss().unwrap_or(0));
     let _ = writeln!(s, "peak_heap_growth_bytes {heap_growth}");
     let _ = writeln!(s, "peak_packets_in_flight {}", r.peak_packets_in_flight);

@@ -185,6 +185,8 @@ mod tests {
         assert_eq!(sizes(8, 100, 4).unwrap(), vec![8, 32]);
         assert!(sizes(8, 4, 2).is_err());
         assert!(parse_size("-b", "512G").is_ok());
-        assert!(parse_size("-b", "600G").unwrap_err().contains("at most 512G"));
+        assert!(parse_size("-b", "600G")
+            .unwrap_err()
+            .contains("at most 512G"));
     }
 }

@@ -144,7 +144,12 @@ fn count_work(scenario: &Scenario, topo: &Topology, mtu: u64) -> Result<Work, St
         if m.local.is_some() || topo.same_server(m.src, m.dst) {
             continue;
         }
-        let packets = m.size.div_ceil(pieces).div_ceil(mtu).max(1).saturating_mul(pieces);
+        let packets = m
+            .size
+            .div_ceil(pieces)
+            .div_ceil(mtu)
+            .max(1)
+            .saturating_mul(pieces);
         let links = static_path(topo, &routes, m.src, m.dst).len() as u64;
         work.packets = work.packets.saturating_add(packets);
         work.events = work

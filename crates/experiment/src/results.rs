@@ -1,4 +1,4 @@
-//! Results: the JSON summary of shared/SCENARIO.md, flows.csv, ports.csv and rates.csv,
+//! Results: the JSON summary of docs/SCENARIO.md, flows.csv, ports.csv and rates.csv,
 //! written as one folder that is never half-written (see [`crate::output`]).
 
 use crate::output;

@@ -185,17 +185,17 @@ pub fn run_threaded(
             match split {
                 Split::Ran(ib, wall) => (Model::Ib(Box::new(ib)), Ok(wall)),
                 Split::OneThread(why) => {
-                let mut ib = infiniband::Simulation::new(
-                    scenario.ib.clone(),
-                    topo,
-                    &workload,
-                    scenario.stop_at,
-                )?;
-                if let Some(f) = capture {
-                    ib.capture(f);
+                    let mut ib = infiniband::Simulation::new(
+                        scenario.ib.clone(),
+                        topo,
+                        &workload,
+                        scenario.stop_at,
+                    )?;
+                    if let Some(f) = capture {
+                        ib.capture(f);
+                    }
+                    (Model::Ib(Box::new(ib)), Err(why))
                 }
-                (Model::Ib(Box::new(ib)), Err(why))
-            }
             }
         }
         FabricKind::Rocev2 => {
@@ -237,12 +237,12 @@ pub fn run_threaded(
             match split {
                 Split::Ran(roce, wall) => (Model::Roce(Box::new(roce)), Ok(wall)),
                 Split::OneThread(why) => {
-                let mut roce = rocev2::Simulation::new(cfg, topo, &workload, scenario.stop_at)?;
-                if let Some(f) = capture {
-                    roce.capture(f);
+                    let mut roce = rocev2::Simulation::new(cfg, topo, &workload, scenario.stop_at)?;
+                    if let Some(f) = capture {
+                        roce.capture(f);
+                    }
+                    (Model::Roce(Box::new(roce)), Err(why))
                 }
-                (Model::Roce(Box::new(roce)), Err(why))
-            }
             }
         }
     };

@@ -9,13 +9,13 @@ use fabricsim_experiment::formats::chakra::{
 use fabricsim_experiment::results::collective_results;
 use fabricsim_experiment::runner;
 use fabricsim_experiment::scenario::Scenario;
-use std::path::PathBuf;
 
-fn folder(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("fabricsim-chakra-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh folder, removed when dropped.
+fn folder(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("fabricsim-chakra-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 fn comp(id: u64, us: u64, deps: Vec<u64>) -> Node {
@@ -47,7 +47,8 @@ fn load(dir: &std::path::Path) -> Scenario {
 
 #[test]
 fn a_trace_of_collectives_matches_the_built_in_collectives() {
-    let dir = folder("coll");
+    let scratch = folder("coll");
+    let dir = scratch.path();
     std::fs::create_dir_all(dir.join("traces")).unwrap();
     // Every rank: 50 us of compute, a 16 MiB all-reduce, 20 us of compute, a 4 MiB
     // all-gather.
@@ -91,7 +92,8 @@ fn a_trace_of_collectives_matches_the_built_in_collectives() {
 
 #[test]
 fn sends_meet_their_receives_after_compute() {
-    let dir = folder("p2p");
+    let scratch = folder("p2p");
+    let dir = scratch.path();
     std::fs::create_dir_all(dir.join("traces")).unwrap();
     for r in 0..8u64 {
         let mut nodes = vec![comp(1, 10, vec![])];

@@ -4,7 +4,6 @@
 
 use fabricsim_experiment::runner;
 use fabricsim_experiment::scenario::Scenario;
-use std::path::PathBuf;
 
 /// A three-tier tree (ns-3 topology format): hosts 0 and 1 on leaf 4, host 2 on leaf 5,
 /// host 3 on leaf 6; leaves 4 and 5 under aggregation 7, leaf 6 under aggregation 8;
@@ -22,10 +21,13 @@ const TREE: &str = "10 6 9\n4 5 6 7 8 9\n\
 7 9 800Gbps 1us 0\n\
 8 9 400Gbps 120ns 0\n";
 
-fn folder() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("fabricsim-ideal-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    std::fs::write(d.join("tree.topo"), TREE).unwrap();
+/// A folder holding tree.topo, removed when dropped.
+fn folder() -> tempfile::TempDir {
+    let d = tempfile::Builder::new()
+        .prefix("fabricsim-ideal-")
+        .tempdir()
+        .unwrap();
+    std::fs::write(d.path().join("tree.topo"), TREE).unwrap();
     d
 }
 
@@ -42,7 +44,7 @@ fn alone(fabric: &str, src: u32, dst: u32, size: &str) -> (u64, u64) {
     let text = format!(
         "[fabric]\nkind = \"{fabric}\"\nmtu = 4096\n{cc}[topology]\nkind = \"file\"\npath = \"tree.topo\"\n[[traffic]]\nkind = \"flow\"\nsrc = {src}\ndst = {dst}\nsize = \"{size}\"\n"
     );
-    let s = Scenario::parse_in(&text, "ideal", &folder()).unwrap();
+    let s = Scenario::parse_in(&text, "ideal", folder().path()).unwrap();
     let f = runner::run(&s, None, false).unwrap().report.flows[0].clone();
     ((f.finish.expect("completes") - f.start).ps(), f.ideal.ps())
 }

@@ -20,8 +20,11 @@ fn in_process_points_are_the_runs_of_their_scenarios() {
         &Catalog::builtin(),
     )
     .unwrap();
-    let dir = std::env::temp_dir().join(format!("fabricsim-sweep-lib-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let scratch = tempfile::Builder::new()
+        .prefix("fabricsim-sweep-lib-")
+        .tempdir()
+        .unwrap();
+    let dir = scratch.path().join("sweep");
     sweep::prepare(&dir, &sweep::manifest(&file, &points)).unwrap();
     let done = sweep::run_local(&dir, &points, 2, Runner::InProcess).unwrap();
     assert_eq!((done.ran, done.skipped, done.failed.len()), (2, 0, 0));

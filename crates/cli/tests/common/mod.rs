@@ -1,4 +1,6 @@
 //! Helpers shared by the command-line tests.
+// Each test crate includes this module and uses part of it.
+#![allow(dead_code)]
 
 use std::path::PathBuf;
 
@@ -11,4 +13,33 @@ pub fn required_tool(candidates: &[&str], what: &str) -> Option<PathBuf> {
         eprintln!("skipped: {what} is not installed (apt-get install {what})");
     }
     found
+}
+
+/// A test's own folder in the temporary directory (a `tempfile::TempDir`), removed with
+/// everything in it when the test ends, passed or failed, so runs of the suite leave
+/// nothing behind; it reads as the folder's path.
+pub struct Scratch(tempfile::TempDir);
+
+impl Scratch {
+    /// A fresh, empty folder `fabricsim-{what}-{name}-XXXXXX`.
+    pub fn new(what: &str, name: &str) -> Scratch {
+        let d = tempfile::Builder::new()
+            .prefix(&format!("fabricsim-{what}-{name}-"))
+            .tempdir()
+            .unwrap();
+        Scratch(d)
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        self.0.path()
+    }
+}
+
+impl AsRef<std::path::Path> for Scratch {
+    fn as_ref(&self) -> &std::path::Path {
+        self.0.path()
+    }
 }

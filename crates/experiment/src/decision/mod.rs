@@ -320,7 +320,6 @@ pub fn recommend(s: &Scenario, sums: [&Summary; 2], costs: [&NetworkCost; 2]) ->
     }
 }
 
-
 /// Tail latency and jitter: FCT p99 against p50, and the spread of iteration times.
 fn tail_reason(sums: [&Summary; 2]) -> String {
     let part = |s: &Summary| {

@@ -67,11 +67,7 @@ fn cluster(s: &Scenario) -> String {
     let gpus = s.host_count();
     let g = s.gpus_per_node.max(1);
     let style = match &s.topology {
-        TopologySpec::Cluster(d) => format!(
-            "{}, {}:1 asked",
-            d.style.name(),
-            d.oversubscription
-        ),
+        TopologySpec::Cluster(d) => format!("{}, {}:1 asked", d.style.name(), d.oversubscription),
         TopologySpec::SingleSwitch { .. } => "one switch".into(),
         TopologySpec::LeafSpine { leaves, spines, .. } => {
             format!("leaf-spine, {leaves} leaves and {spines} spines")

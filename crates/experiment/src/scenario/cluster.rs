@@ -270,7 +270,10 @@ pub fn describe(plan: &ClosPlan) -> String {
     }
     let _ = write!(s, " {} host links", plan.host_leaf.len());
     if let Some(ratio) = plan.oversubscription() {
-        let _ = write!(s, "; leaves {ratio:.2}:1 oversubscribed (host links : uplinks)");
+        let _ = write!(
+            s,
+            "; leaves {ratio:.2}:1 oversubscribed (host links : uplinks)"
+        );
     }
     s
 }

@@ -1,4 +1,4 @@
-//! Scenario files: the TOML contract of shared/SCENARIO.md, parsed into a validated
+//! Scenario files: the TOML contract of docs/SCENARIO.md, parsed into a validated
 //! [`Scenario`]. Every error names the key, the value and, where known, the line.
 //!
 //! One module per section of the file, each owning its keys: their parsing, checks,

@@ -328,7 +328,10 @@ fn ids(hosts: &[HostId]) -> Vec<u32> {
 fn host_list(key: &str, hosts: &[HostId], all: u32) -> String {
     let every = hosts.len() == all as usize && hosts.iter().zip(0..).all(|(h, i)| h.0 == i);
     if every && all > 1 {
-        format!("# {key}: every host in order, 0 to {} (the default)", all - 1)
+        format!(
+            "# {key}: every host in order, 0 to {} (the default)",
+            all - 1
+        )
     } else {
         format!("{key} = {:?}", ids(hosts))
     }
