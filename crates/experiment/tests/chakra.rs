@@ -61,7 +61,7 @@ fn a_trace_of_collectives_matches_the_built_in_collectives() {
         ];
         std::fs::write(dir.join(format!("traces/llm.{r}.et")), encode(&nodes)).unwrap();
     }
-    let s = load(&dir);
+    let s = load(dir);
     let out = runner::run(&s, None, false).unwrap();
     let got = collective_results(&out);
     assert_eq!(got.len(), 2);
@@ -127,7 +127,7 @@ fn sends_meet_their_receives_after_compute() {
         }
         std::fs::write(dir.join(format!("traces/p2p.{r}.et")), encode(&nodes)).unwrap();
     }
-    let s = load(&dir);
+    let s = load(dir);
     let out = runner::run(&s, None, false).unwrap();
     let f = &out.report.flows;
     assert_eq!(f.len(), 1);
@@ -136,7 +136,7 @@ fn sends_meet_their_receives_after_compute() {
     assert!(f[0].finish.is_some());
     // A receive with no send is an input error naming the rank.
     std::fs::write(dir.join("traces/p2p.0.et"), encode(&[comp(1, 10, vec![])])).unwrap();
-    let err = Scenario::parse_in("[topology]\nkind = \"single-switch\"\nhosts = 8\n[[traffic]]\nkind = \"chakra\"\npath = \"traces\"\n", "x", &dir)
+    let err = Scenario::parse_in("[topology]\nkind = \"single-switch\"\nhosts = 8\n[[traffic]]\nkind = \"chakra\"\npath = \"traces\"\n", "x", dir)
         .unwrap_err()
         .to_string();
     assert!(
