@@ -790,15 +790,12 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
             let mut scenario = load_with(file, catalog, seed)?;
             set_level(&mut scenario, level.as_deref())?;
             say_level(&scenario);
-            let mut runs = Vec::new();
-            for fabric in [FabricKind::Infiniband, FabricKind::Rocev2] {
-                // Each fabric may have its own design: both must fit.
-                let s = Scenario {
-                    fabric,
-                    ..scenario.clone()
-                };
-                runs.push(fits(&s, force)?);
-            }
+            // Each fabric may have its own design: both must fit.
+            let mut runs = scenario
+                .on_each_fabric()
+                .iter()
+                .map(|s| fits(s, force))
+                .collect::<Result<Vec<_>, _>>()?;
             // The fabrics start first; a training job's +1 us runs (the same sizes) join
             // them from four threads on.
             if runner::has_training(&scenario) {

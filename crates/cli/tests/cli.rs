@@ -858,11 +858,7 @@ fn network_figures_leave_out_transfers_inside_servers() {
         "NVLink messages still counted as flows"
     );
     // Nothing left beside the results folder: no lock, no temporary.
-    let mut beside: Vec<String> = std::fs::read_dir(&*d)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    beside.sort();
+    let beside = common::names(&d);
     assert_eq!(beside, ["c.toml", "results"]);
 }
 

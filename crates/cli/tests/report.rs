@@ -84,11 +84,7 @@ fn the_report_renders_in_headless_chromium_with_the_decision_first() {
         err.contains(&format!("report written to {}", page_of(&report).display())),
         "the command says where the report is: {err}"
     );
-    let mut beside: Vec<String> = std::fs::read_dir(&d)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    beside.sort();
+    let beside = common::names(&d);
     assert_eq!(
         beside,
         ["cluster.toml", "report"],

@@ -5,7 +5,7 @@
 use crate::decision::{self, Design, NetworkCost, Recommendation};
 use crate::results::Summary;
 use crate::runner::{self, Outcome};
-use crate::scenario::{FabricKind, Scenario};
+use crate::scenario::Scenario;
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -69,15 +69,9 @@ impl Comparison {
 /// main runs first; the comparison is the same for any number of threads.
 pub fn run_both(scenario: &Scenario, rates: bool, threads: usize) -> Result<Comparison, String> {
     runner::require_traffic(scenario)?;
-    let fabrics = [FabricKind::Infiniband, FabricKind::Rocev2].map(|fabric| {
-        runner::recording_rates(
-            &Scenario {
-                fabric,
-                ..scenario.clone()
-            },
-            rates,
-        )
-    });
+    let fabrics = scenario
+        .on_each_fabric()
+        .map(|s| runner::recording_rates(&s, rates));
     if ![1024, 2048, 4096].contains(&fabrics[1].roce.mtu) {
         return Err(format!(
             "fabric.mtu = {}: RoCEv2 needs 1024, 2048 or 4096, so this scenario cannot be compared",

@@ -1,8 +1,8 @@
 //! A run's size before it starts: its peak memory and its events, estimated from the
 //! scenario, so that `check` prints them and `run` refuses a run that would not fit in
 //! memory. Estimates, not bounds: within a factor of a few (the per-item costs below are
-//! the structures' sizes, rounded up; the events assume every packet crosses the longest
-//! up-down path once and is acknowledged).
+//! the structures' sizes, rounded up; the events count each packet's links on its static
+//! path, see [`Work`]).
 
 use crate::scenario::{FabricKind, Level, Scenario};
 use fabricsim_core::topology::{Routes, Topology};
@@ -209,19 +209,28 @@ pub fn check_fits(scenario: &Scenario, e: &Estimate) -> Result<(), String> {
         "scenario {} on {} at {} level: the run needs about {} MB and {} MB are available (FABRICSIM_MEMORY, or what the system has free){hint}; otherwise shrink it, or pass --force to run anyway",
         scenario.name,
         e.fabric.label(),
-        if e.flow_level { "flow" } else { "packet" },
+        e.level(),
         e.memory_bytes >> 20,
         free >> 20
     ))
 }
 
 impl Estimate {
+    /// "flow" or "packet": the level the estimate is for.
+    pub fn level(&self) -> &'static str {
+        if self.flow_level {
+            Level::Flow.name()
+        } else {
+            Level::Packet.name()
+        }
+    }
+
     /// The estimate as TOML comments, for `check`.
     pub fn comment(&self) -> String {
         format!(
             "# estimated run on {} at {} level: about {} MB of memory, {} packets, {} events\n",
             self.fabric.label(),
-            if self.flow_level { "flow" } else { "packet" },
+            self.level(),
             self.memory_bytes.div_ceil(1 << 20),
             self.packets,
             self.events

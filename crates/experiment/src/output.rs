@@ -41,12 +41,8 @@ pub fn write_folder(dir: &Path, files: &[(&str, Vec<u8>)], replaceable: &[&str])
     }
     let _lock = FolderLock::take(dir)?;
     if dir.exists() {
-        let mut foreign: Vec<String> = std::fs::read_dir(dir)?
-            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
-            .collect::<io::Result<_>>()?;
-        foreign.retain(|name| !replaceable.contains(&name.as_str()));
+        let foreign = other_files(dir, replaceable)?;
         if !foreign.is_empty() {
-            foreign.sort();
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
                 format!(
@@ -67,6 +63,17 @@ pub fn write_folder(dir: &Path, files: &[(&str, Vec<u8>)], replaceable: &[&str])
         let _ = std::fs::remove_dir_all(&fresh);
     }
     swapped
+}
+
+/// The names in the existing folder `dir` other than `ours` (what a fabricsim command
+/// writes there), sorted: files a command must not write among.
+pub fn other_files(dir: &Path, ours: &[&str]) -> io::Result<Vec<String>> {
+    let mut foreign: Vec<String> = std::fs::read_dir(dir)?
+        .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect::<io::Result<_>>()?;
+    foreign.retain(|name| !ours.contains(&name.as_str()));
+    foreign.sort();
+    Ok(foreign)
 }
 
 /// Removes the temporary folders of writers that died before swapping theirs in: with the

@@ -15,6 +15,16 @@ pub fn required_tool(candidates: &[&str], what: &str) -> Option<PathBuf> {
     found
 }
 
+/// The names in folder `dir`, sorted: what a command left there.
+pub fn names(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
 /// A test's own folder in the temporary directory (a `tempfile::TempDir`), removed with
 /// everything in it when the test ends, passed or failed, so runs of the suite leave
 /// nothing behind; it reads as the folder's path.

@@ -273,16 +273,20 @@ impl Scenario {
         Ok(scenario)
     }
 
+    /// This scenario on InfiniBand, then on RoCEv2 (each on its own design with a
+    /// `[cluster]`): what `compare` runs.
+    pub fn on_each_fabric(&self) -> [Scenario; 2] {
+        [FabricKind::Infiniband, FabricKind::Rocev2].map(|fabric| Scenario {
+            fabric,
+            ..self.clone()
+        })
+    }
+
     /// The scenarios `check` estimates: for a `[cluster]` design, which `compare` runs on
-    /// both fabrics, one per fabric (each on its own design); otherwise this one.
+    /// both fabrics, one per fabric; otherwise this one.
     pub fn compared(&self) -> Vec<Scenario> {
         match self.topology {
-            TopologySpec::Cluster(_) => [FabricKind::Infiniband, FabricKind::Rocev2]
-                .map(|fabric| Scenario {
-                    fabric,
-                    ..self.clone()
-                })
-                .into(),
+            TopologySpec::Cluster(_) => self.on_each_fabric().into(),
             _ => vec![self.clone()],
         }
     }

@@ -327,20 +327,14 @@ pub fn prepare(dir: &Path, manifest: &str) -> Result<(), String> {
     let path = dir.join("sweep.json");
     // A folder without a manifest is a new sweep's only if it is empty: a sweep never
     // writes among other files (as `run --out` never does).
-    if !path.exists() {
-        if let Ok(entries) = std::fs::read_dir(dir) {
-            let mut foreign: Vec<String> = entries
-                .filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect();
-            if !foreign.is_empty() {
-                foreign.sort();
-                return Err(format!(
-                    "--out {}: the folder holds other files ({}) and no sweep.json; give a new folder, or one a sweep wrote",
-                    dir.display(),
-                    foreign.join(", ")
-                ));
-            }
+    if !path.exists() && dir.exists() {
+        let foreign = output::other_files(dir, &[]).map_err(at)?;
+        if !foreign.is_empty() {
+            return Err(format!(
+                "--out {}: the folder holds other files ({}) and no sweep.json; give a new folder, or one a sweep wrote",
+                dir.display(),
+                foreign.join(", ")
+            ));
         }
     }
     std::fs::create_dir_all(dir.join("points")).map_err(at)?;
