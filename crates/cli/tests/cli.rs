@@ -347,8 +347,17 @@ fn tshark_fields(pcap: &Path, fields: &[&str]) -> Option<String> {
     Some(String::from_utf8(out.stdout).unwrap())
 }
 
-/// Runs `scenario` with `--pcap`; returns the scenario file, the capture and its link type.
-fn capture_run(name: &str, scenario: &str) -> (PathBuf, PathBuf, u32) {
+/// A run with `--pcap`: its folder, the scenario file, the capture and the capture's link
+/// type. Bind `_dir` by name (not `..`) so the folder lives while the capture is read.
+struct Capture {
+    _dir: common::Scratch,
+    scenario: PathBuf,
+    pcap: PathBuf,
+    link: u32,
+}
+
+/// Runs `scenario` with `--pcap`.
+fn capture_run(name: &str, scenario: &str) -> Capture {
     let d = tmpdir(name);
     let f = write(&d, "p.toml", scenario);
     let pcap = d.join("run.pcap");
@@ -360,12 +369,19 @@ fn capture_run(name: &str, scenario: &str) -> (PathBuf, PathBuf, u32) {
     );
     let bytes = std::fs::read(&pcap).unwrap();
     let link = u32::from_le_bytes(bytes[20..24].try_into().unwrap()) & 0xFFFF;
-    (f, pcap, link)
+    Capture {
+        _dir: d,
+        scenario: f,
+        pcap,
+        link,
+    }
 }
 
 #[test]
 fn pcap_decodes_in_tshark_with_expected_opcodes_and_psns() {
-    let (_, pcap, link) = capture_run(
+    let Capture {
+        _dir, pcap, link, ..
+    } = capture_run(
         "pcap",
         "[topology]\nkind = \"single-switch\"\nhosts = 2\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = 10000\n",
     );
@@ -504,7 +520,12 @@ fn compare_runs_both_fabrics_as_run_would() {
 
 #[test]
 fn roce_pcap_decodes_in_tshark_as_rroce_and_pfc() {
-    let (f, pcap, link) = capture_run(
+    let Capture {
+        _dir,
+        scenario: f,
+        pcap,
+        link,
+    } = capture_run(
         "rocepcap",
         "[fabric]\nkind = \"rocev2\"\n[fabric.rocev2]\nswitch_buffer = \"2MiB\"\ndcqcn_preset = \"paper\"\necn = { kmin = \"5KB\", kmax = \"20KB\", pmax = 1.0 }\n[topology]\nkind = \"single-switch\"\nhosts = 9\n[[traffic]]\nkind = \"incast\"\nsenders = [1, 2, 3, 4, 5, 6, 7, 8]\ndst = 0\nsize = 1000001\n",
     );
@@ -669,7 +690,7 @@ fn collective_command_prints_the_nccl_tests_table() {
 #[test]
 fn ipv6_roce_frames_carry_a_valid_udp_checksum() {
     // IPv6 forbids a zero UDP checksum; tshark, told to check it, must find every one good.
-    let (_, pcap, _) = capture_run(
+    let Capture { _dir, pcap, .. } = capture_run(
         "pcap6",
         "[fabric]\nkind = \"rocev2\"\n[fabric.rocev2]\nip = \"ipv6\"\n[topology]\nhosts = 3\n[[traffic]]\nkind = \"incast\"\nsenders = [1, 2]\ndst = 0\nsize = \"64KiB\"\n",
     );
