@@ -174,6 +174,10 @@ enum Command {
         /// The suite's folder (default examples/calibration).
         #[arg(long)]
         suite: Option<PathBuf>,
+        /// Record this run: the suite's record.json, and the table in BENCHMARKS.md (two
+        /// folders above the suite) between its markers.
+        #[arg(long)]
+        record: bool,
     },
     /// Validate a scenario and print the effective configuration, defaults filled in.
     Check { file: PathBuf },
@@ -679,9 +683,19 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
         Command::Calibrate {
             json: as_json,
             suite,
+            record,
         } => {
             let dir = suite.unwrap_or_else(calibrate::default_suite);
             let rows = calibrate::run_suite(&dir, &Catalog::builtin())?;
+            if record {
+                let benchmarks = dir.join("../../BENCHMARKS.md");
+                calibrate::write_record(&rows, &dir, &benchmarks)?;
+                eprintln!(
+                    "recorded in {} and {}",
+                    calibrate::record_file(&dir).display(),
+                    benchmarks.display()
+                );
+            }
             if as_json {
                 out(&json(&rows))?;
             } else {

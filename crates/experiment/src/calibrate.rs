@@ -1,32 +1,46 @@
 //! `fabricsim calibrate`: how far flow level is from packet level. Each case of
 //! examples/calibration runs at both levels on both fabrics; the table sets the flow-level
 //! figure beside the packet-level one with the error and the target for it.
+//!
+//! The suite's last run is recorded in examples/calibration/record.json (`calibrate
+//! --record`), which also rewrites BENCHMARKS.md's table between its markers. The record
+//! is what users are told flow level's error is (`recorded_range`), and a test reruns the
+//! suite and fails when either level drifts from it.
 
 use crate::catalog::Catalog;
+use crate::output;
 use crate::results::{self, Summary};
 use crate::runner;
 use crate::scenario::{FabricKind, Level, Scenario};
 use crate::validate;
 use fabricsim_fabric::workload::{CollectiveOp, Traffic};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// One figure of one case on one fabric at both levels.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Calibration {
     pub case: String,
-    pub fabric: &'static str,
+    /// "infiniband" or "rocev2".
+    pub fabric: String,
     /// "collective_ns", "iteration_ns", "fct_p50_ns" or "completion_ns".
-    pub metric: &'static str,
+    pub metric: String,
     pub packet: f64,
     pub flow: f64,
     /// flow / packet - 1.
     pub error: f64,
     /// The largest |error| the target allows.
     pub target: f64,
+    /// Wall times: measured, so left out of the record.
+    #[serde(skip_serializing_if = "is_unmeasured", default)]
     pub packet_wall_seconds: f64,
+    #[serde(skip_serializing_if = "is_unmeasured", default)]
     pub flow_wall_seconds: f64,
+}
+
+fn is_unmeasured(x: &f64) -> bool {
+    *x == 0.0
 }
 
 impl Calibration {
@@ -92,8 +106,8 @@ pub fn run_case(file: &Path, catalog: &Catalog) -> Result<Vec<Calibration>, Stri
         for ((metric, p), (_, f)) in figures(&packet).into_iter().zip(figures(&flow)) {
             rows.push(Calibration {
                 case: base.name.clone(),
-                fabric: fabric.name(),
-                metric,
+                fabric: fabric.name().to_string(),
+                metric: metric.to_string(),
                 packet: p,
                 flow: f,
                 error: f / p - 1.0,
@@ -119,7 +133,7 @@ pub fn run_suite(dir: &Path, catalog: &Catalog) -> Result<Vec<Calibration>, Stri
     Ok(rows)
 }
 
-/// The error table, as Markdown (BENCHMARKS.md keeps it).
+/// The error table, as Markdown, with each run's wall times.
 pub fn table(rows: &[Calibration]) -> String {
     let mut s = String::from(
         "| case | fabric | figure | packet | flow | error | target | within | wall packet / flow |\n|---|---|---|---|---|---|---|---|---|\n",
@@ -127,18 +141,99 @@ pub fn table(rows: &[Calibration]) -> String {
     for r in rows {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {:.1} us | {:.1} us | {:+.1} % | {:.0} % | {} | {:.2} s / {:.4} s |",
-            r.case,
-            r.fabric,
-            r.metric.trim_end_matches("_ns"),
-            r.packet / 1e3,
-            r.flow / 1e3,
-            r.error * 100.0,
-            r.target * 100.0,
-            if r.within() { "yes" } else { "NO" },
+            "{} {:.2} s / {:.4} s |",
+            figures_row(r),
             r.packet_wall_seconds,
             r.flow_wall_seconds
         );
     }
     s
+}
+
+/// The error table without wall times: what BENCHMARKS.md holds, from the record.
+pub fn recorded_table(rows: &[Calibration]) -> String {
+    let mut s = String::from(
+        "| case | fabric | figure | packet | flow | error | target | within |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        let _ = writeln!(s, "{}", figures_row(r));
+    }
+    s
+}
+
+/// A row's figures as table cells, up to its verdict.
+fn figures_row(r: &Calibration) -> String {
+    format!(
+        "| {} | {} | {} | {:.1} us | {:.1} us | {:+.1} % | {:.0} % | {} |",
+        r.case,
+        r.fabric,
+        r.metric.trim_end_matches("_ns"),
+        r.packet / 1e3,
+        r.flow / 1e3,
+        r.error * 100.0,
+        r.target * 100.0,
+        if r.within() { "yes" } else { "NO" },
+    )
+}
+
+/// The record of the suite's last run, as committed (examples/calibration/record.json).
+const RECORD: &str = include_str!("../../../examples/calibration/record.json");
+
+/// The recorded rows of the built-in suite.
+pub fn record() -> Vec<Calibration> {
+    serde_json::from_str(RECORD).expect("examples/calibration/record.json is a list of rows")
+}
+
+/// The record's file, beside the suite's cases.
+pub fn record_file(suite: &Path) -> PathBuf {
+    suite.join("record.json")
+}
+
+/// The markers around BENCHMARKS.md's generated table.
+pub const TABLE_BEGIN: &str = "<!-- calibrate --record writes this table -->";
+pub const TABLE_END: &str = "<!-- end of the table calibrate --record writes -->";
+
+/// Writes `rows` as the record beside `suite`'s cases and as the table between the
+/// markers of `benchmarks` (BENCHMARKS.md), each file atomically.
+pub fn write_record(rows: &[Calibration], suite: &Path, benchmarks: &Path) -> Result<(), String> {
+    let plain: Vec<Calibration> = rows
+        .iter()
+        .map(|r| Calibration {
+            packet_wall_seconds: 0.0,
+            flow_wall_seconds: 0.0,
+            ..r.clone()
+        })
+        .collect();
+    let json = serde_json::to_string_pretty(&plain).expect("rows serialise") + "\n";
+    let text = std::fs::read_to_string(benchmarks)
+        .map_err(|e| format!("{}: {e}", benchmarks.display()))?;
+    let (Some(a), Some(b)) = (text.find(TABLE_BEGIN), text.find(TABLE_END)) else {
+        return Err(format!(
+            "{}: the markers {TABLE_BEGIN:?} and {TABLE_END:?} are missing",
+            benchmarks.display()
+        ));
+    };
+    let updated = format!(
+        "{}{TABLE_BEGIN}\n{}{}",
+        &text[..a],
+        recorded_table(&plain),
+        &text[b..]
+    );
+    let record = record_file(suite);
+    output::write_file(&record, json.as_bytes())
+        .map_err(|e| format!("{}: {e}", record.display()))?;
+    output::write_file(benchmarks, updated.as_bytes())
+        .map_err(|e| format!("{}: {e}", benchmarks.display()))
+}
+
+/// The smallest and largest error recorded for `fabric`'s figures whose case matches
+/// `shared`, over the record: what a run is told flow level errs by.
+pub fn recorded_range(fabric: &str, shared: impl Fn(&Calibration) -> bool) -> Option<(f64, f64)> {
+    record()
+        .iter()
+        .filter(|r| r.fabric == fabric && shared(r))
+        .fold(None, |acc, r| match acc {
+            None => Some((r.error, r.error)),
+            Some((lo, hi)) => Some((f64::min(lo, r.error), f64::max(hi, r.error))),
+        })
 }

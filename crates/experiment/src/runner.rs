@@ -420,8 +420,16 @@ fn flow_notes(sim: &flow::Simulation, probe: u64, probed: u32) -> Vec<String> {
     else {
         return Vec::new();
     };
+    let errs = match crate::calibrate::recorded_range("rocev2", |_| true) {
+        Some((lo, hi)) => format!(
+            "flow level on RoCEv2 errs from {:+.0} % to {:+.0} % against packet level on examples/calibration (its record.json)",
+            lo * 100.0,
+            hi * 100.0
+        ),
+        None => "flow level on RoCEv2 has no calibration record".to_string(),
+    };
     let mut notes = vec![format!(
-        "flow level on RoCEv2: ports shared by up to {shared} flows kept {:.0} % of their line rate at {shared}, as packet level measured on {shared}:1 incasts of {} KiB with this scenario's RoCEv2 settings (DCQCN and PFC cut below the fair share); on examples/calibration this correction errs from -4 % to +104 % (BENCHMARKS.md): run at packet level where it matters",
+        "flow level on RoCEv2: ports shared by up to {shared} flows kept {:.0} % of their line rate at {shared}, as packet level measured on {shared}:1 incasts of {} KiB with this scenario's RoCEv2 settings (DCQCN and PFC cut below the fair share); {errs}: run at packet level where it matters",
         share * 100.0,
         probe >> 10
     )];

@@ -202,18 +202,41 @@ fn flow_level_refuses_what_only_packets_show_and_auto_chooses_by_size() {
     assert!(err.contains("simulation.flow_above_hosts = 3"), "{err}");
 }
 
+/// The whole suite, rerun: both levels' figures equal the record (examples/calibration/
+/// record.json, which users are shown as flow level's error), BENCHMARKS.md's table is the
+/// record's, and the bandwidth-bound cases stay within 5 %, host data paths included.
 #[test]
-fn bandwidth_bound_calibration_cases_stay_within_five_percent_host_data_paths_included() {
+fn calibration_suite_matches_its_record_and_bandwidth_bound_cases_stay_within_five_percent() {
     let dir = calibrate::default_suite();
+    let rows = calibrate::run_suite(&dir, &Catalog::builtin()).unwrap();
+    let record = calibrate::record();
+    assert_eq!(rows.len(), record.len(), "rows against the record's");
+    for (r, k) in rows.iter().zip(&record) {
+        assert_eq!(
+            (&r.case, &r.fabric, &r.metric, r.packet, r.flow, r.target),
+            (&k.case, &k.fabric, &k.metric, k.packet, k.flow, k.target),
+            "a level drifted from examples/calibration/record.json: review the change, then `fabricsim calibrate --record`"
+        );
+    }
+    let benchmarks = std::fs::read_to_string(dir.join("../../BENCHMARKS.md")).unwrap();
+    assert!(
+        benchmarks.contains(&format!(
+            "{}\n{}{}",
+            calibrate::TABLE_BEGIN,
+            calibrate::recorded_table(&record),
+            calibrate::TABLE_END
+        )),
+        "BENCHMARKS.md's table is not the record's: `fabricsim calibrate --record`"
+    );
     for case in [
         "allreduce-ring-16",
         "allreduce-hierarchical-64",
         "training-data-parallel",
+        "training-cpu-staged",
     ] {
-        let rows =
-            calibrate::run_case(&dir.join(format!("{case}.toml")), &Catalog::builtin()).unwrap();
-        assert_eq!(rows.len(), 2, "{case}: one figure per fabric");
-        for r in rows {
+        let figures: Vec<_> = rows.iter().filter(|r| r.case == case).collect();
+        assert_eq!(figures.len(), 2, "{case}: one figure per fabric");
+        for r in figures {
             assert!(r.target <= 0.05 && r.within(), "{case}: {r:?}");
         }
     }
