@@ -390,3 +390,64 @@ fn gpu_reductions_and_copies_lengthen_a_latency_bound_ring() {
         assert_close(added, expected, 0.03, &format!("{level:?}: added time"));
     }
 }
+
+/// `[nccl] algorithm`: "auto" runs NCCL's tuner model on every all-reduce that names no
+/// algorithm (and says why in `check`), "ring" on GPU servers runs a ring per rail, an
+/// entry's own `algorithm` wins, NVLink SHARP is refused by name, and a `[topology]` file
+/// without `[nccl]` keeps its v1 ring.
+#[test]
+fn nccl_algorithm_is_chosen_as_nccls_tuner_chooses_or_as_forced() {
+    use fabricsim_fabric::workload::{CollectiveAlgorithm as A, Traffic};
+    let cluster = |extra: &str, entry: &str| {
+        format!(
+            "[cluster]\ngpus = 4096\ngpus_per_node = 8\nnic_rate = \"400Gbps\"\n{extra}\n[[traffic]]\nkind = \"training\"\nsize = \"512MiB\"\nbuckets = 8\n{entry}\n"
+        )
+    };
+    let algorithm = |s: &Scenario| match &s.traffic[0] {
+        Traffic::Training(t) => t.algorithm,
+        other => panic!("{other:?}"),
+    };
+    let auto = Scenario::parse(&cluster("", ""), "c").unwrap();
+    assert_eq!(
+        algorithm(&auto),
+        A::Tree,
+        "512 servers: NCCL's model runs trees"
+    );
+    let text = auto.effective_toml();
+    assert!(
+        text.contains("NCCL 2.30.7") && text.contains("ring") && text.contains("tree"),
+        "{text}"
+    );
+    let ring = Scenario::parse(&cluster("[nccl]\nalgorithm = \"ring\"", ""), "c").unwrap();
+    assert_eq!(algorithm(&ring), A::Hierarchical);
+    let own = Scenario::parse(&cluster("", "algorithm = \"ring\""), "c").unwrap();
+    assert_eq!(algorithm(&own), A::Ring);
+    let err = Scenario::parse(&cluster("[nccl]\nalgorithm = \"nvls\"", ""), "c")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("nccl.algorithm") && err.contains("nvls"),
+        "{err}"
+    );
+    let plain = single_switch("infiniband", 4, "op = \"all-reduce\"\nsize = \"1MiB\"");
+    assert!(matches!(&plain.traffic[0], Traffic::Collective(c) if c.algorithm == A::Ring));
+}
+
+/// Where NCCL's model says one algorithm wins clearly, packet level agrees: a 64 KiB
+/// all-reduce over 32 servers is latency-bound (a ring's 62 steps against a tree's
+/// 2 log2 32), and NCCL's model picks the tree.
+#[test]
+fn where_nccls_model_picks_the_tree_packet_level_agrees() {
+    let text = |alg: &str| {
+        format!(
+            "[fabric]\nkind = \"infiniband\"\nlink_rate = \"400Gbps\"\n[topology]\nkind = \"leaf-spine\"\nhosts = 32\nleaves = 4\nspines = 4\n{alg}\n[[traffic]]\nkind = \"collective\"\nop = \"all-reduce\"\nsize = \"64KiB\"\nchunk = \"8KiB\"\n"
+        )
+    };
+    let auto = scenario(&text("[nccl]\nalgorithm = \"auto\""));
+    assert!(auto.effective_toml().contains("algorithm = \"tree\""));
+    let tree = run(&auto).time_ns.unwrap();
+    let ring = run(&scenario(&text("[nccl]\nalgorithm = \"ring\"")))
+        .time_ns
+        .unwrap();
+    assert!(tree < ring * 0.5, "tree {tree} ns, ring {ring} ns");
+}

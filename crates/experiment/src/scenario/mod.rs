@@ -9,6 +9,7 @@ mod cost;
 mod fabric;
 mod host;
 mod infiniband;
+mod nccl;
 mod pathologies;
 mod reader;
 mod rocev2;
@@ -64,6 +65,7 @@ struct FileRoot {
     cost: Option<cost::FileCost>,
     catalog: Option<toml::Table>,
     simulation: Option<simulation::FileSimulation>,
+    nccl: Option<nccl::FileNccl>,
     /// `[[validation]]`: a validation case's reference figures, read by `fabricsim
     /// validate` (crate::validate), not by a run.
     #[serde(rename = "validation")]
@@ -95,6 +97,8 @@ pub struct Scenario {
     pub catalog: Catalog,
     /// Packet level, flow level, or flow level above a size (`[simulation]`).
     pub level: Level,
+    /// Each all-reduce whose algorithm `[nccl]` chose: which, and why.
+    pub nccl_choices: Vec<String>,
 }
 
 /// `text` as a TOML string, quoted and escaped (a name or path may hold any character).
@@ -229,12 +233,21 @@ impl Scenario {
         let hosts = topo.spec.hosts();
         rocev2::parse(&c, &root.fabric.rocev2, &mut roce, link_rate, hosts)?;
         topology::check_leaves(&topo.spec)?;
+        let designed = matches!(topo.spec, TopologySpec::Cluster(_));
         let setting = traffic::Setting {
             base,
             topology: &topo.spec,
             gpus_per_node: topo.gpus_per_node,
+            nccl: nccl::parse(&c, root.nccl.as_ref(), designed)?,
+            hardware: nccl::Hardware {
+                nic: link_rate,
+                gpus_per_node: topo.gpus_per_node,
+                nvlink: topo.nvlink.rate,
+            },
+            choices: Default::default(),
         };
         let traffic = traffic::parse(&c, &root.traffic, &setting)?;
+        let nccl_choices = setting.choices.take();
         let seed = match root.seed {
             Some(s) if s < 0 => return Err(invalid(format!("seed = {s}: must not be negative"))),
             Some(s) => s as u64,
@@ -248,7 +261,6 @@ impl Scenario {
             Some(h) => Some(host::parse(&c, h, hosts / topo.gpus_per_node, link_rate)?),
             None => None,
         };
-        let designed = matches!(topo.spec, TopologySpec::Cluster(_));
         let level = simulation::parse(&c, root.simulation.as_ref(), designed)?;
         let mut scenario = Scenario {
             name: root.name.unwrap_or_else(|| default_name.to_string()),
@@ -268,6 +280,7 @@ impl Scenario {
             cost,
             catalog,
             level: Level::Packet,
+            nccl_choices,
         };
         scenario.set_level(level)?;
         Ok(scenario)
@@ -317,6 +330,12 @@ impl Scenario {
         simulation::write_toml(self.level, &mut s);
         fabric::write_toml(self, &mut s);
         topology::write_toml(self, &mut s);
+        if !self.nccl_choices.is_empty() {
+            s.push_str("\n# [nccl]'s algorithm choices, written into the entries below:\n");
+            for c in &self.nccl_choices {
+                let _ = writeln!(s, "# {c}");
+            }
+        }
         traffic::write_toml(&self.traffic, self.host_count(), &mut s);
         if let Some(h) = &self.host {
             host::write_toml(h, &mut s);

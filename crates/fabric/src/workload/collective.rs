@@ -279,8 +279,9 @@ pub(crate) fn expand(c: &Collective, w: &mut Workload) {
             (CollectiveOp::AllToAll, _) => g.all_to_all(bytes),
             (CollectiveOp::Broadcast, _) => g.chain(bytes),
             (_, CollectiveAlgorithm::Tree) => {
-                g.tree(share(bytes, 2, 0), false);
-                g.tree(share(bytes, 2, 1), true);
+                let none = vec![Vec::new(); c.ranks.len()];
+                g.tree(share(bytes, 2, 0), false, ch as usize, &none);
+                g.tree(share(bytes, 2, 1), true, ch as usize, &none);
             }
             (_, CollectiveAlgorithm::HalvingDoubling) => g.halving_doubling(bytes),
             (_, CollectiveAlgorithm::Sharp) => g.sharp(bytes),
@@ -292,7 +293,7 @@ pub(crate) fn expand(c: &Collective, w: &mut Workload) {
     }
 }
 
-/// Appends an all-reduce (ring or hierarchical) whose ranks may start only when
+/// Appends an all-reduce (ring, tree or hierarchical) whose ranks may start only when
 /// `ready[rank]` is met (and after their compute delays there); returns, per rank, the
 /// messages whose arrival completes the all-reduce there (one per channel).
 pub(crate) fn expand_all_reduce_after(
@@ -305,11 +306,27 @@ pub(crate) fn expand_all_reduce_after(
     for ch in 0..c.channels as u64 {
         let bytes = share(c.size, c.channels as u64, ch);
         let mut g = Graph { c, w };
-        let last = if c.algorithm == CollectiveAlgorithm::Hierarchical {
-            g.hierarchical(bytes, ready)
-        } else {
-            let members: Vec<usize> = (0..n).collect();
-            g.ring_over(&members, bytes, 2 * (n - 1), n - 1, ready)
+        let last: Vec<Vec<u32>> = match c.algorithm {
+            CollectiveAlgorithm::Hierarchical => g
+                .hierarchical(bytes, ready)
+                .into_iter()
+                .map(|l| l.into_iter().collect())
+                .collect(),
+            CollectiveAlgorithm::Tree => {
+                let mut a = g.tree(share(bytes, 2, 0), false, ch as usize, ready);
+                let b = g.tree(share(bytes, 2, 1), true, ch as usize, ready);
+                for (x, y) in a.iter_mut().zip(b) {
+                    x.extend(y);
+                }
+                a
+            }
+            _ => {
+                let members: Vec<usize> = (0..n).collect();
+                g.ring_over(&members, bytes, 2 * (n - 1), n - 1, ready)
+                    .into_iter()
+                    .map(|l| l.into_iter().collect())
+                    .collect()
+            }
         };
         for (r, l) in last.into_iter().enumerate() {
             done[r].extend(l);
@@ -499,9 +516,9 @@ impl Graph<'_> {
 
     /// A compact chain or tree edge (flow level): the whole transfer in one message,
     /// `hop` piece-hops behind the chain's first edge ([`Pipeline::Chain`]).
-    fn compact_edge(&mut self, from: usize, to: usize, bytes: u64, hop: u32) -> u32 {
+    fn compact_edge(&mut self, from: usize, to: usize, bytes: u64, hop: u32, after: &[Dep]) -> u32 {
         let pieces = self.pieces(bytes) as u32;
-        let id = self.send(from, to, bytes, Vec::new(), None);
+        let id = self.send_deps(from, to, bytes, after.to_vec(), None);
         self.w.pipelined.push((id, Pipeline::Chain { hop, pieces }));
         id
     }
@@ -570,7 +587,7 @@ impl Graph<'_> {
         if self.w.compact {
             for hop in 0..n - 1 {
                 let (from, to) = ((root + hop) % n, (root + hop + 1) % n);
-                self.compact_edge(from, to, bytes, hop as u32);
+                self.compact_edge(from, to, bytes, hop as u32, &[]);
             }
             return;
         }
@@ -638,52 +655,162 @@ impl Graph<'_> {
         }
     }
 
-    /// One binary tree over the ranks (heap layout: rank i's parent is (i-1)/2), or over
-    /// the ranks in reverse order for the second tree, so most leaves of one are inner
-    /// nodes of the other. Each piece is reduced up to the root, then broadcast down.
-    fn tree(&mut self, bytes: u64, mirrored: bool) {
+    /// One of NCCL's two trees (`mirrored` the second), each carrying half the data:
+    /// pieces reduce up to the root, then broadcast down, pipelined ([`TreeShape`]).
+    /// Ranks wait for `ready[rank]` before their first send; returns, per rank, the
+    /// messages whose arrival completes the all-reduce there.
+    fn tree(
+        &mut self,
+        bytes: u64,
+        mirrored: bool,
+        channel: usize,
+        ready: &[Vec<Dep>],
+    ) -> Vec<Vec<u32>> {
+        let shape = TreeShape::new(self.c, mirrored, channel);
         let n = self.n();
-        let rank = |i: usize| if mirrored { n - 1 - i } else { i };
+        let mut done = vec![Vec::new(); n];
         if self.w.compact {
-            // Heap depth of position i; a piece climbs from the deepest leaf to the root,
-            // then descends.
-            let depth = |i: usize| usize::BITS - 1 - (i + 1).leading_zeros();
-            let deepest = depth(n - 1);
-            for i in (1..n).rev() {
-                self.compact_edge(rank(i), rank((i - 1) / 2), bytes, deepest - depth(i));
+            // A piece climbs from the deepest leaf to the root, then descends.
+            let deepest = shape.depth.iter().copied().max().unwrap_or(0);
+            for &r in shape.order.iter().skip(1).rev() {
+                let parent = shape.parent[r].expect("not the root");
+                let id = self.compact_edge(r, parent, bytes, deepest - shape.depth[r], &ready[r]);
+                if shape.parent[parent].is_none() {
+                    done[parent].push(id);
+                }
             }
-            for i in 1..n {
-                self.compact_edge(rank((i - 1) / 2), rank(i), bytes, deepest + depth(i) - 1);
+            for &r in shape.order.iter().skip(1) {
+                let parent = shape.parent[r].expect("not the root");
+                let hop = deepest + shape.depth[r] - 1;
+                done[r].push(self.compact_edge(parent, r, bytes, hop, &ready[parent]));
             }
-            return;
+            return done;
         }
         let pieces = self.pieces(bytes);
-        let children = |i: usize| (2 * i + 1..=2 * i + 2).filter(move |&c| c < n);
-        // Up: position i sends piece p to its parent after its children's piece p.
+        let root = shape.order[0];
+        // Up: rank r sends piece p to its parent after its children's piece p.
         let mut up = vec![Vec::with_capacity(pieces as usize); n];
-        // Down: the message that brought piece p to position i.
+        // Down: the message that brought piece p to rank r.
         let mut down = vec![Vec::with_capacity(pieces as usize); n];
         for p in 0..pieces as usize {
             let size = share(bytes, pieces, p as u64);
-            for i in (1..n).rev() {
-                let after: Vec<u32> = children(i).map(|c| up[c][p]).collect();
-                let follows = p.checked_sub(1).map(|q| up[i][q]);
-                let id = self.send(rank(i), rank((i - 1) / 2), size, after, follows);
-                up[i].push(id);
+            for &r in shape.order.iter().skip(1).rev() {
+                let mut after: Vec<Dep> = shape.children[r]
+                    .iter()
+                    .map(|&c| Dep::from(up[c][p]))
+                    .collect();
+                if p == 0 {
+                    after.extend(ready[r].iter().cloned());
+                }
+                let follows = p.checked_sub(1).map(|q| up[r][q]);
+                let parent = shape.parent[r].expect("not the root");
+                let id = self.send_deps(r, parent, size, after, follows);
+                up[r].push(id);
             }
-            for i in 1..n {
-                let parent = (i - 1) / 2;
-                let after: Vec<u32> = if parent == 0 {
-                    children(0).map(|c| up[c][p]).collect()
+            for &r in shape.order.iter().skip(1) {
+                let parent = shape.parent[r].expect("not the root");
+                let mut after: Vec<Dep> = if parent == root {
+                    shape.children[root]
+                        .iter()
+                        .map(|&c| Dep::from(up[c][p]))
+                        .collect()
                 } else {
-                    vec![down[parent][p]]
+                    vec![Dep::from(down[parent][p])]
                 };
-                let follows = p.checked_sub(1).map(|q| down[i][q]);
-                let id = self.send(rank(parent), rank(i), size, after, follows);
-                down[i].push(id);
+                if p == 0 && parent == root {
+                    after.extend(ready[root].iter().cloned());
+                }
+                let follows = p.checked_sub(1).map(|q| down[r][q]);
+                let id = self.send_deps(parent, r, size, after, follows);
+                down[r].push(id);
             }
         }
+        for r in 0..n {
+            if r == root {
+                done[r].extend(
+                    shape.children[root]
+                        .iter()
+                        .filter_map(|&c| up[c].last().copied()),
+                );
+            } else {
+                done[r].extend(down[r].last().copied());
+            }
+        }
+        done
     }
+}
+
+/// The shape of one of NCCL's trees over a collective's ranks (rank indices).
+///
+/// On GPU servers whose ranks come server by server (`group` GPUs each, at least two
+/// servers), NCCL's node-aware tree: a chain through each server's GPUs (NVLink), its
+/// head (the channel's GPU, so that channels use every rail) linked to the heads of
+/// other servers by a binary tree over the servers (heap layout: server j's parent is
+/// (j - 1) / 2; the second tree over the servers in reverse order, so most leaves of one
+/// are inner nodes of the other: NCCL's double binary tree). Otherwise the same binary
+/// trees over the ranks themselves.
+struct TreeShape {
+    /// Each rank's parent (None for the root).
+    parent: Vec<Option<usize>>,
+    children: Vec<Vec<usize>>,
+    /// Links from the root.
+    depth: Vec<u32>,
+    /// Every rank, each after its parent; the root first.
+    order: Vec<usize>,
+}
+
+impl TreeShape {
+    fn new(c: &Collective, mirrored: bool, channel: usize) -> TreeShape {
+        let n = c.ranks.len();
+        let g = if by_server(&c.ranks, c.group) {
+            c.group as usize
+        } else {
+            1
+        };
+        let servers = n / g;
+        let server = |j: usize| if mirrored { servers - 1 - j } else { j };
+        // Server s's GPUs in chain order, its head first.
+        let chain =
+            |s: usize| -> Vec<usize> { (0..g).map(|k| s * g + (channel + k) % g).collect() };
+        let mut parent = vec![None; n];
+        let mut order = Vec::with_capacity(n);
+        for j in 0..servers {
+            let members = chain(server(j));
+            if j > 0 {
+                parent[members[0]] = Some(chain(server((j - 1) / 2))[0]);
+            }
+            for k in 1..g {
+                parent[members[k]] = Some(members[k - 1]);
+            }
+            order.extend(members);
+        }
+        let mut children = vec![Vec::new(); n];
+        let mut depth = vec![0; n];
+        for &r in &order {
+            if let Some(p) = parent[r] {
+                children[p].push(r);
+                depth[r] = depth[p] + 1;
+            }
+        }
+        TreeShape {
+            parent,
+            children,
+            depth,
+            order,
+        }
+    }
+}
+
+/// Whether `ranks` come server by server in servers of `group` GPUs (hosts numbered
+/// server by server), with at least two servers.
+pub fn by_server(ranks: &[HostId], group: u32) -> bool {
+    let g = group as usize;
+    g > 1
+        && ranks.len().is_multiple_of(g)
+        && ranks.len() / g >= 2
+        && ranks
+            .chunks(g)
+            .all(|s| s.iter().all(|h| h.0 / group == s[0].0 / group))
 }
 
 #[cfg(test)]
@@ -825,6 +952,51 @@ mod tests {
                 .sum();
             assert_eq!(got, b.size);
         }
+    }
+
+    /// NCCL's node-aware tree on 4 servers of 4 GPUs: inside each server a chain (3 links
+    /// each), across servers a binary tree (3 links): each tree moves its half up and down
+    /// each of its 15 links once per channel, so 3 links of 15 cross servers, and each
+    /// channel's trees are headed by another GPU, so 4 channels use every GPU's NIC.
+    #[test]
+    fn node_aware_trees_chain_inside_servers_and_use_every_rail_across_them() {
+        let mut c = collective(CollectiveOp::AllReduce, CollectiveAlgorithm::Tree, 16);
+        c.group = 4;
+        c.channels = 4;
+        let mut w = Workload::default();
+        expand(&c, &mut w);
+        let server = |h: HostId| h.0 / 4;
+        let across: Vec<&Message> = w
+            .messages
+            .iter()
+            .filter(|m| server(m.src) != server(m.dst))
+            .collect();
+        let total: u64 = w.messages.iter().map(|m| m.size).sum();
+        let crossing: u64 = across.iter().map(|m| m.size).sum();
+        // Per channel and tree: 15 links up and down carrying that tree's half.
+        assert_eq!(total, 2 * 15 * c.size);
+        assert_eq!(crossing, 2 * 3 * c.size);
+        let mut nics: Vec<u32> = across.iter().map(|m| m.src.0 % 4).collect();
+        nics.sort_unstable();
+        nics.dedup();
+        assert_eq!(
+            nics,
+            vec![0, 1, 2, 3],
+            "every rail carries a channel's tree"
+        );
+        // Every rank receives each half of each channel's data at least once.
+        for r in 0..16 {
+            let got: u64 = w
+                .messages
+                .iter()
+                .filter(|m| m.dst == HostId(r))
+                .map(|m| m.size)
+                .sum();
+            assert!(got >= c.size, "rank {r} got {got}");
+        }
+        // Ranks not in server order: the trees fall back to trees over the ranks.
+        c.ranks.swap(0, 5);
+        assert!(!by_server(&c.ranks, 4));
     }
 
     #[test]

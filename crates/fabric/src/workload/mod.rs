@@ -7,6 +7,7 @@ pub mod chakra;
 pub mod collective;
 pub mod datapath;
 pub mod training;
+pub mod tuner;
 
 pub use collective::{Collective, CollectiveAlgorithm, CollectiveOp};
 use fabricsim_core::units::{HostId, Time};

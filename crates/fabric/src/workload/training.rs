@@ -72,10 +72,12 @@ impl Training {
         }
         if !matches!(
             self.algorithm,
-            CollectiveAlgorithm::Ring | CollectiveAlgorithm::Hierarchical
+            CollectiveAlgorithm::Ring
+                | CollectiveAlgorithm::Tree
+                | CollectiveAlgorithm::Hierarchical
         ) {
             return Err(format!(
-                "algorithm \"{}\": training all-reduces run \"ring\" or \"hierarchical\"",
+                "algorithm \"{}\": training all-reduces run \"ring\", \"tree\" or \"hierarchical\"",
                 self.algorithm.name()
             ));
         }

@@ -2,9 +2,11 @@
 //! data-, tensor- and pipeline-parallel training jobs.
 
 use super::{host_list, Common, Entry};
+use crate::scenario::nccl;
 use crate::scenario::reader::invalid;
 use crate::scenario::ScenarioError;
 use fabricsim_core::units::{ByteSize, Dimension, HostId, Time};
+use fabricsim_fabric::workload::collective::by_server;
 use fabricsim_fabric::workload::collective::NcclProtocol;
 use fabricsim_fabric::workload::{
     Collective, CollectiveAlgorithm, CollectiveOp, Traffic, Training,
@@ -28,16 +30,51 @@ impl Entry<'_> {
         }
     }
 
-    /// `channels` (default 1) and `chunk` (default the protocol's step: NCCL's 512 KiB for
-    /// Simple).
-    fn channels_and_chunk(&self, protocol: NcclProtocol) -> Result<(u32, u64), ScenarioError> {
+    /// `channels` and `chunk` (default the protocol's step: NCCL's 512 KiB for Simple).
+    /// Channels default to 1, but for a tree over whole servers to one per GPU of a
+    /// server: each channel's tree is headed by another GPU, so that, as NCCL's
+    /// channels do, the trees use every NIC.
+    fn channels_and_chunk(
+        &self,
+        protocol: NcclProtocol,
+        algorithm: CollectiveAlgorithm,
+        ranks: &[HostId],
+    ) -> Result<(u32, u64), ScenarioError> {
         let (c, tr) = (self.c, self.tr);
+        let gpn = self.set.gpus_per_node;
+        let default = if algorithm == CollectiveAlgorithm::Tree && by_server(ranks, gpn) {
+            gpn
+        } else {
+            1
+        };
         Ok((
             c.count(&self.at("channels"), &tr.channels, 1, 64)?
-                .unwrap_or(1) as u32,
+                .unwrap_or(default as u64) as u32,
             c.positive(&self.at("chunk"), &tr.chunk, Dimension::Size)?
                 .unwrap_or(protocol.default_chunk()),
         ))
+    }
+
+    /// An all-reduce's algorithm: the entry's `algorithm`, else `[nccl]`'s choice for
+    /// `bytes` over `ranks` (noted for `check`), else `default`.
+    fn all_reduce_algorithm(
+        &self,
+        ranks: &[HostId],
+        bytes: u64,
+        default: CollectiveAlgorithm,
+    ) -> Result<CollectiveAlgorithm, ScenarioError> {
+        match (&self.tr.algorithm, self.set.nccl) {
+            (None, Some(choice)) => {
+                let (a, why) = nccl::resolve(choice, ranks, bytes, &self.set.hardware);
+                self.set.choices.borrow_mut().push(format!(
+                    "traffic[{}]: {} ({why})",
+                    self.i,
+                    a.name()
+                ));
+                Ok(a)
+            }
+            _ => self.algorithm(default),
+        }
     }
 
     /// The hierarchical algorithm's ranks must come server by server.
@@ -71,8 +108,12 @@ impl Entry<'_> {
             CollectiveOp::parse,
             &CollectiveOp::NAMES,
         )?;
-        let algorithm = self.algorithm(op.default_algorithm())?;
         let ranks = self.hosts_or_all(&tr.ranks, "ranks")?;
+        let algorithm = if op == CollectiveOp::AllReduce {
+            self.all_reduce_algorithm(&ranks, size, op.default_algorithm())?
+        } else {
+            self.algorithm(op.default_algorithm())?
+        };
         let protocol = match &tr.protocol {
             None => NcclProtocol::Simple,
             Some(p) => c.named(
@@ -82,7 +123,7 @@ impl Entry<'_> {
                 &NcclProtocol::NAMES,
             )?,
         };
-        let (channels, chunk) = self.channels_and_chunk(protocol)?;
+        let (channels, chunk) = self.channels_and_chunk(protocol, algorithm, &ranks)?;
         let collective = Collective {
             op,
             algorithm,
@@ -110,21 +151,22 @@ impl Entry<'_> {
         Common { size, start, sl }: Common,
     ) -> Result<Traffic, ScenarioError> {
         let (c, i, tr) = (self.c, self.i, self.tr);
-        let algorithm = self.algorithm(CollectiveAlgorithm::Ring)?;
         let ranks = self.hosts_or_all(&tr.ranks, "ranks")?;
-        self.check_groups(algorithm, &ranks, "training")?;
         let count = |k: &str, v, max: u64, default: u32| -> Result<u32, ScenarioError> {
             Ok(c.count(&self.at(k), v, 1, max)?
                 .map_or(default, |n| n as u32))
         };
+        let buckets = count("buckets", &tr.buckets, 4096, 4)?;
+        let algorithm =
+            self.all_reduce_algorithm(&ranks, size / buckets as u64, CollectiveAlgorithm::Ring)?;
+        self.check_groups(algorithm, &ranks, "training")?;
         let time = |k: &str, v, default: Time| -> Result<Time, ScenarioError> {
             Ok(c.time(&self.at(k), v)?.unwrap_or(default))
         };
-        let buckets = count("buckets", &tr.buckets, 4096, 4)?;
         let iterations = count("iterations", &tr.iterations, 1000, 3)?;
         let forward = time("forward", &tr.forward, Time::from_us(100))?;
         let backward = time("backward", &tr.backward, Time::from_us(200))?;
-        let (channels, chunk) = self.channels_and_chunk(NcclProtocol::Simple)?;
+        let (channels, chunk) = self.channels_and_chunk(NcclProtocol::Simple, algorithm, &ranks)?;
         let job = Training {
             ranks,
             gradient: size,

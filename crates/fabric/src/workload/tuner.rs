@@ -1,0 +1,256 @@
+//! NCCL's choice of all-reduce algorithm, as its tuner makes it: NCCL 2.30.7,
+//! src/graph/tuning.cc (`ncclTopoTuneModel`, `ncclTopoGetAlgoTime`), for the Simple
+//! protocol on Hopper-class GPUs (docs/REFERENCE.md section 10).
+//!
+//! Each algorithm's time is `latency + bytes / algorithm bandwidth`, NCCL's own cost
+//! model with its constants; the cheapest that fabricsim can run is chosen. What is
+//! left out, and why:
+//! - NVLS and NVLS-tree (NVLink SHARP) are not modelled by the simulators, so they are
+//!   not candidates;
+//! - CollNet (SHARP) is a candidate only where asked (`[nccl] algorithm = "collnet"`):
+//!   NCCL considers it only with its plugin and `NCCL_COLLNET_ENABLE=1`;
+//! - the graph's `latencyInter` (the network's own latency NCCL may add) is taken as 0;
+//! - bandwidths come from the simulated hardware: a GPU's own NIC across servers,
+//!   NVLink inside one, with NCCL's two channels per NIC for the tree's per-channel cap.
+
+use fabricsim_core::units::BitRate;
+
+/// A candidate algorithm of NCCL's tuner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TunedAlgorithm {
+    Ring,
+    Tree,
+    /// NCCL's CollNet Direct: SHARP in the InfiniBand switches.
+    CollNet,
+}
+
+impl TunedAlgorithm {
+    pub fn name(self) -> &'static str {
+        match self {
+            TunedAlgorithm::Ring => "ring",
+            TunedAlgorithm::Tree => "tree",
+            TunedAlgorithm::CollNet => "collnet",
+        }
+    }
+}
+
+/// What the tuner sees of one all-reduce.
+#[derive(Clone, Copy, Debug)]
+pub struct TunerInput {
+    /// Ranks (GPUs) in the communicator.
+    pub ranks: u32,
+    /// Servers they sit on (ranks / GPUs per server when they come server by server).
+    pub nodes: u32,
+    /// Bytes all-reduced per rank.
+    pub bytes: u64,
+    /// Each GPU's NIC.
+    pub nic: BitRate,
+    /// Each GPU's NVLink bandwidth to the others of its server (None: PCIe only).
+    pub nvlink: Option<BitRate>,
+}
+
+/// NCCL's per-algorithm figures for Simple, in microseconds (tuning.cc's
+/// `ncclTunerConstantsDefaults`): base latency, and the hardware latency per step over
+/// NVLink, PCIe and the network.
+struct Constants {
+    base: f64,
+    nvlink: f64,
+    pci: f64,
+    net: f64,
+}
+
+const RING: Constants = Constants {
+    base: 8.4,
+    nvlink: 3.4,
+    pci: 5.7,
+    net: 14.0,
+};
+const TREE: Constants = Constants {
+    base: 8.4,
+    nvlink: 4.0,
+    pci: 4.0,
+    net: 14.0,
+};
+const COLLNET_DIRECT: Constants = Constants {
+    base: 0.0,
+    nvlink: 3.7,
+    pci: 3.7,
+    net: 31.0,
+};
+
+/// Hopper's per-channel tree bandwidth cap, GB/s, for 1, 2 and 4 or more nodes
+/// (`perChMaxTreeBws`).
+const TREE_MAX_PER_CHANNEL: [f64; 3] = [38.7, 41.4, 36.0];
+/// NCCL's network overhead per inter-node ring step (`getNetOverhead`, x86), tripled
+/// for Simple.
+const NET_OVERHEAD: f64 = 1.0;
+/// The ring's "plateau" latency factor for compute capability 8.0 and above.
+const RING_PLATEAU: f64 = 1.4;
+/// Channels per NIC NCCL opens (the tree's per-channel cap's multiplier, the ring's
+/// plateau test); an assumption of this model: NCCL's graph search decides it per system.
+const TREE_CHANNELS: f64 = 2.0;
+/// `treeCorrectionFactor` for Simple, by log2(bytes / 64) from 0 to 23.
+const TREE_CORRECTION: [f64; 24] = [
+    0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.8, 0.7, 0.6, 0.6, 0.5, 0.5, 0.5, 0.5, 0.6, 0.7, 0.8, 0.7,
+    0.7, 0.8, 0.9, 0.9, 0.9,
+];
+
+fn log2i(x: u64) -> u32 {
+    if x == 0 {
+        0
+    } else {
+        63 - x.leading_zeros()
+    }
+}
+
+impl TunerInput {
+    fn gbytes(r: BitRate) -> f64 {
+        r.bps() as f64 / 8e9
+    }
+
+    /// Ranks per node.
+    fn ppn(&self) -> u32 {
+        (self.ranks / self.nodes.max(1)).max(1)
+    }
+
+    /// Hardware latency per step inside a server.
+    fn intra(&self, c: &Constants) -> f64 {
+        if self.nvlink.is_some() {
+            c.nvlink
+        } else {
+            c.pci
+        }
+    }
+
+    /// NCCL's per-rank bus bandwidth before the algorithm's refinements, GB/s
+    /// (`nChannels x bwIntra` on one or two nodes, `nChannels x bwInter` beyond): NVLink
+    /// inside a server; across servers every channel's ring or tree crosses each server
+    /// once, so the server's NICs (one per GPU) carry a rank's bus traffic together.
+    fn bus_bandwidth(&self) -> f64 {
+        let nics = Self::gbytes(self.nic) * self.ppn() as f64;
+        match self.nvlink {
+            Some(l) if self.nodes <= 2 && self.ppn() > 1 => Self::gbytes(l),
+            _ => nics,
+        }
+    }
+
+    /// NCCL's channels: `TREE_CHANNELS` per NIC of a server.
+    fn channels(&self) -> f64 {
+        TREE_CHANNELS * self.ppn() as f64
+    }
+
+    /// NCCL's modelled time of `algorithm`, microseconds (None where it does not apply).
+    pub fn time_us(&self, algorithm: TunedAlgorithm) -> Option<f64> {
+        let (n, nodes, ppn) = (self.ranks as f64, self.nodes.max(1), self.ppn());
+        let nsteps = 2.0 * (n - 1.0);
+        let bytes = self.bytes as f64;
+        let net_tree = TREE.net;
+        let (latency, bandwidth) = match algorithm {
+            TunedAlgorithm::Ring => {
+                let bw = self.bus_bandwidth() * n / nsteps;
+                let overhead = if nodes > 1 { 3.0 * NET_OVERHEAD } else { 0.0 };
+                let intra = self.intra(&RING).max(overhead);
+                let inter = if ppn == 1 { net_tree } else { RING.net };
+                let inter_steps = if nodes == 1 {
+                    0.0
+                } else {
+                    2.0 * (nodes as f64 - 1.0)
+                };
+                let mut lat = RING.base + (nsteps - inter_steps) * intra + inter_steps * inter;
+                if nodes > 1 && self.bytes as f64 / (self.channels() * n) >= 64.0 {
+                    lat *= RING_PLATEAU;
+                }
+                (lat, bw)
+            }
+            TunedAlgorithm::Tree => {
+                let cap = self.channels() * TREE_MAX_PER_CHANNEL[(nodes.min(3) - 1) as usize];
+                let mut bw = (self.bus_bandwidth() * 0.92).min(cap) * 0.5;
+                let log = log2i(self.bytes >> 6) as usize;
+                if log < 23 {
+                    bw *= TREE_CORRECTION[log];
+                }
+                let lat = TREE.base
+                    + 2.0
+                        * ((ppn - 1) as f64 * self.intra(&TREE)
+                            + log2i(nodes as u64) as f64 * net_tree);
+                (lat, bw)
+            }
+            TunedAlgorithm::CollNet => {
+                if nodes < 2 {
+                    return None;
+                }
+                let ppn = ppn as f64;
+                // One NIC per GPU: NCCL's GPU/NIC factor is 1; Hopper's 0.85.
+                let bw = self.bus_bandwidth() * 0.85 * 0.5;
+                let lat = COLLNET_DIRECT.base
+                    + 2.0
+                        * ((ppn - 1.0).min(1.0) * self.intra(&COLLNET_DIRECT) + (ppn - 1.0) * 0.4)
+                    + COLLNET_DIRECT.net;
+                (lat, bw)
+            }
+        };
+        Some(latency + bytes / (1000.0 * bandwidth))
+    }
+
+    /// The cheapest of `candidates` by NCCL's model, with every candidate's time (us), in
+    /// the order given; ties go to the first.
+    pub fn choose(
+        &self,
+        candidates: &[TunedAlgorithm],
+    ) -> (TunedAlgorithm, Vec<(TunedAlgorithm, f64)>) {
+        let times: Vec<(TunedAlgorithm, f64)> = candidates
+            .iter()
+            .filter_map(|&a| self.time_us(a).map(|t| (a, t)))
+            .collect();
+        let best = times
+            .iter()
+            .fold(
+                None,
+                |best: Option<(TunedAlgorithm, f64)>, &(a, t)| match best {
+                    Some((_, b)) if b <= t => best,
+                    _ => Some((a, t)),
+                },
+            )
+            .map_or(TunedAlgorithm::Ring, |(a, _)| a);
+        (best, times)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(nodes: u32, bytes: u64) -> TunerInput {
+        TunerInput {
+            ranks: nodes * 8,
+            nodes,
+            bytes,
+            nic: BitRate(400_000_000_000),
+            nvlink: Some(BitRate(3_600_000_000_000)),
+        }
+    }
+
+    /// NCCL's ring latency grows with every rank and tree latency with log2 of the
+    /// nodes, so large messages on few nodes run rings and anything on hundreds of
+    /// nodes runs trees.
+    #[test]
+    fn rings_on_few_nodes_trees_on_many() {
+        let both = [TunedAlgorithm::Ring, TunedAlgorithm::Tree];
+        assert_eq!(input(4, 4 << 30).choose(&both).0, TunedAlgorithm::Ring);
+        assert_eq!(input(512, 64 << 20).choose(&both).0, TunedAlgorithm::Tree);
+        assert_eq!(input(4, 4 << 10).choose(&both).0, TunedAlgorithm::Tree);
+    }
+
+    /// The ring's time by hand for 16 nodes of 8 GPUs: 254 steps, 30 across the
+    /// network at 14 us, the rest at NVLink's 3.4 us, the plateau factor, and 256 MiB at
+    /// eight NICs' 400 GB/s x 128 / 254.
+    #[test]
+    fn ring_time_is_nccls_formula() {
+        let i = input(16, 256 << 20);
+        let lat = (8.4 + (254.0 - 30.0) * 3.4 + 30.0 * 14.0) * 1.4;
+        let bw = 400.0 * 128.0 / 254.0;
+        let want = lat + (256u64 << 20) as f64 / (1000.0 * bw);
+        let got = i.time_us(TunedAlgorithm::Ring).unwrap();
+        assert!((got - want).abs() < 1e-6, "{got} vs {want}");
+    }
+}
