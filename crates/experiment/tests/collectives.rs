@@ -393,8 +393,8 @@ fn gpu_reductions_and_copies_lengthen_a_latency_bound_ring() {
 
 /// `[nccl] algorithm`: "auto" runs NCCL's tuner model on every all-reduce that names no
 /// algorithm (and says why in `check`), "ring" on GPU servers runs a ring per rail, an
-/// entry's own `algorithm` wins, NVLink SHARP is refused by name, and a `[topology]` file
-/// without `[nccl]` keeps its v1 ring.
+/// entry's own `algorithm` wins, NVLink SHARP is refused by name, and files without
+/// `[nccl]` keep the v1 ring.
 #[test]
 fn nccl_algorithm_is_chosen_as_nccls_tuner_chooses_or_as_forced() {
     use fabricsim_fabric::workload::{CollectiveAlgorithm as A, Traffic};
@@ -407,7 +407,7 @@ fn nccl_algorithm_is_chosen_as_nccls_tuner_chooses_or_as_forced() {
         Traffic::Training(t) => t.algorithm,
         other => panic!("{other:?}"),
     };
-    let auto = Scenario::parse(&cluster("", ""), "c").unwrap();
+    let auto = Scenario::parse(&cluster("[nccl]\nalgorithm = \"auto\"", ""), "c").unwrap();
     assert_eq!(
         algorithm(&auto),
         A::Tree,
@@ -420,8 +420,14 @@ fn nccl_algorithm_is_chosen_as_nccls_tuner_chooses_or_as_forced() {
     );
     let ring = Scenario::parse(&cluster("[nccl]\nalgorithm = \"ring\"", ""), "c").unwrap();
     assert_eq!(algorithm(&ring), A::Hierarchical);
-    let own = Scenario::parse(&cluster("", "algorithm = \"ring\""), "c").unwrap();
+    let own = Scenario::parse(
+        &cluster("[nccl]\nalgorithm = \"tree\"", "algorithm = \"ring\""),
+        "c",
+    )
+    .unwrap();
     assert_eq!(algorithm(&own), A::Ring);
+    let unset = Scenario::parse(&cluster("", ""), "c").unwrap();
+    assert_eq!(algorithm(&unset), A::Ring);
     let err = Scenario::parse(&cluster("[nccl]\nalgorithm = \"nvls\"", ""), "c")
         .unwrap_err()
         .to_string();

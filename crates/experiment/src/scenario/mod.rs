@@ -233,12 +233,11 @@ impl Scenario {
         let hosts = topo.spec.hosts();
         rocev2::parse(&c, &root.fabric.rocev2, &mut roce, link_rate, hosts)?;
         topology::check_leaves(&topo.spec)?;
-        let designed = matches!(topo.spec, TopologySpec::Cluster(_));
         let setting = traffic::Setting {
             base,
             topology: &topo.spec,
             gpus_per_node: topo.gpus_per_node,
-            nccl: nccl::parse(&c, root.nccl.as_ref(), designed)?,
+            nccl: nccl::parse(&c, root.nccl.as_ref())?,
             hardware: nccl::Hardware {
                 nic: link_rate,
                 gpus_per_node: topo.gpus_per_node,
@@ -261,6 +260,7 @@ impl Scenario {
             Some(h) => Some(host::parse(&c, h, hosts / topo.gpus_per_node, link_rate)?),
             None => None,
         };
+        let designed = matches!(topo.spec, TopologySpec::Cluster(_));
         let level = simulation::parse(&c, root.simulation.as_ref(), designed)?;
         let mut scenario = Scenario {
             name: root.name.unwrap_or_else(|| default_name.to_string()),

@@ -35,16 +35,11 @@ pub enum NcclAlgorithm {
 
 const NAMES: [&str; 5] = ["auto", "ring", "tree", "nvls", "collnet"];
 
-/// Reads `[nccl]`: None when absent and the scenario is not a `[cluster]` design.
-pub(super) fn parse(
-    c: &Ctx,
-    f: Option<&FileNccl>,
-    designed: bool,
-) -> Result<Option<NcclAlgorithm>, ScenarioError> {
-    let default = designed.then_some(NcclAlgorithm::Auto);
-    let Some(f) = f else { return Ok(default) };
+/// Reads `[nccl]`: None when absent.
+pub(super) fn parse(c: &Ctx, f: Option<&FileNccl>) -> Result<Option<NcclAlgorithm>, ScenarioError> {
+    let Some(f) = f else { return Ok(None) };
     Ok(match c.choice("nccl.algorithm", &f.algorithm, &NAMES)? {
-        None => default.or(Some(NcclAlgorithm::Auto)),
+        None => Some(NcclAlgorithm::Auto),
         Some("auto") => Some(NcclAlgorithm::Auto),
         Some("ring") => Some(NcclAlgorithm::Ring),
         Some("tree") => Some(NcclAlgorithm::Tree),
