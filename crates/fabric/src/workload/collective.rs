@@ -817,6 +817,15 @@ pub fn by_server(ranks: &[HostId], group: u32) -> bool {
 mod tests {
     use super::*;
 
+    /// Bytes host `rank` receives in `w`.
+    fn received_by(w: &Workload, rank: u32) -> u64 {
+        w.messages
+            .iter()
+            .filter(|m| m.dst == HostId(rank))
+            .map(|m| m.size)
+            .sum()
+    }
+
     fn collective(op: CollectiveOp, algorithm: CollectiveAlgorithm, n: u32) -> Collective {
         Collective {
             op,
@@ -944,13 +953,7 @@ mod tests {
         let mut w = Workload::default();
         expand(&b, &mut w);
         for r in 1..5 {
-            let got: u64 = w
-                .messages
-                .iter()
-                .filter(|m| m.dst == HostId(r))
-                .map(|m| m.size)
-                .sum();
-            assert_eq!(got, b.size);
+            assert_eq!(received_by(&w, r), b.size);
         }
     }
 
@@ -986,12 +989,7 @@ mod tests {
         );
         // Every rank receives each half of each channel's data at least once.
         for r in 0..16 {
-            let got: u64 = w
-                .messages
-                .iter()
-                .filter(|m| m.dst == HostId(r))
-                .map(|m| m.size)
-                .sum();
+            let got = received_by(&w, r);
             assert!(got >= c.size, "rank {r} got {got}");
         }
         // Ranks not in server order: the trees fall back to trees over the ranks.
