@@ -138,6 +138,59 @@ fn a_ring_all_reduce_meets_its_analytic_time_and_packet_level() {
     }
 }
 
+/// Flow level's pipelines against packet level, where latency decides: ring all-reduces
+/// on a k = 8 fat-tree (rings of 8 to 128 ranks whose edges cross one, three or five
+/// switches, ring steps of 4 KiB to 1 MiB), NCCL's node-aware trees on 16 to 128 GPUs with
+/// NVLink in each server (one 64 KiB piece per tree edge: a chain of NVLink steps, then
+/// network steps), and training with trees. A compact edge's wait is the sum of the steps
+/// of the edges before it (each at its own latency), so both levels walk the same
+/// critical path.
+#[test]
+fn latency_bound_rings_and_trees_agree_with_packet_level() {
+    let mut cases = Vec::new();
+    for fabric in ["infiniband", "rocev2"] {
+        // (ranks, total bytes): steps of size / ranks.
+        for (ranks, size) in [
+            (8u32, 32u64 << 10),
+            (8, 8 << 20),
+            (32, 2 << 20),
+            (128, 512 << 10),
+        ] {
+            let list: Vec<String> = (0..ranks).map(|r| r.to_string()).collect();
+            cases.push((
+                format!("{fabric} ring of {ranks}, {} KiB steps", (size / ranks as u64) >> 10),
+                format!(
+                    "[fabric]\nkind = \"{fabric}\"\n[topology]\nkind = \"fat-tree\"\nk = 8\n[[traffic]]\nkind = \"collective\"\nop = \"all-reduce\"\nalgorithm = \"ring\"\nranks = [{}]\nsize = {size}\n",
+                    list.join(", ")
+                ),
+                0.02,
+            ));
+        }
+        for gpus in [16, 64, 128] {
+            cases.push((
+                format!("{fabric} tree over {gpus} GPUs, 1 MiB"),
+                format!(
+                    "[fabric]\nkind = \"{fabric}\"\n[cluster]\ngpus = {gpus}\ngpus_per_node = 8\nnic_rate = \"400Gbps\"\n[[traffic]]\nkind = \"collective\"\nop = \"all-reduce\"\nalgorithm = \"tree\"\nsize = \"1MiB\"\n"
+                ),
+                0.05,
+            ));
+        }
+    }
+    for (name, file, ceiling) in cases {
+        let s = scenario(&file);
+        let flow = collective_results(&at(Level::Flow, &s))[0].time_ns.unwrap();
+        let packet = collective_results(&at(Level::Packet, &s))[0]
+            .time_ns
+            .unwrap();
+        let err = flow / packet - 1.0;
+        assert!(
+            err.abs() < ceiling,
+            "{name}: flow {flow} ns vs packet {packet} ns ({:+.1} %)",
+            err * 100.0
+        );
+    }
+}
+
 #[test]
 fn a_4096_gpu_iteration_is_no_faster_than_its_bandwidth_bound() {
     let s = scenario(

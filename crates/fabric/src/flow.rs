@@ -129,6 +129,10 @@ pub(crate) struct Flow {
     since: Time,
     /// When it was posted to its sender.
     posted: Time,
+    /// A compact edge's pipeline, planned at nominal rates (see [`PipelinePlan`]).
+    plan: PipelinePlan,
+    /// A compact chain or tree edge's completion, held until its feeds complete.
+    held: Option<Time>,
     /// Bumped at every re-share: a `Drained` event of an older epoch is stale.
     epoch: u32,
 }
@@ -150,6 +154,10 @@ pub(crate) enum Event {
     },
     /// The flow's last byte reached its receiver.
     Finished {
+        flow: u32,
+    },
+    /// A compact chain or tree edge's first piece has reached its sender: it starts.
+    Enter {
         flow: u32,
     },
     /// Re-share the ports touched since the last re-share.
@@ -177,6 +185,9 @@ struct Link {
     capacity: f64,
     /// The flows crossing it now, in the order they started.
     flows: Vec<u32>,
+    /// Compact chain or tree edges across it released together by their feed's
+    /// completion, while their completions are set: their last pieces cross it together.
+    released: u32,
     tx_bytes: u64,
     tx_packets: u64,
     /// Water-filling scratch: capacity left and flows not yet fixed.
@@ -207,8 +218,14 @@ pub struct Simulation {
     trunk_paths: HashMap<(u32, u32), Vec<u32>>,
     /// The link standing for each data-path resource. Looked up, never iterated.
     resources: HashMap<u32, u32>,
+    /// The link standing for each GPU's NVLink out and in. Looked up, never iterated.
+    nvlinks: HashMap<(u32, bool), u32>,
     /// The most flows that shared one port at once (a trunk's flows over its ports).
     peak_sharing: u32,
+    /// A compact chain or tree edge's feeds (`Workload::feeds`), and each edge's chain
+    /// or tree edges it feeds.
+    feeds: Vec<Vec<u32>>,
+    fed: Vec<Vec<u32>>,
 }
 
 impl Simulation {
@@ -239,6 +256,8 @@ impl Simulation {
                 since: Time::ZERO,
                 posted: Time::ZERO,
                 epoch: 0,
+                plan: PipelinePlan::default(),
+                held: None,
             })
             .collect();
         let links = topo
@@ -286,10 +305,14 @@ impl Simulation {
             trunks: HashMap::new(),
             trunk_paths: HashMap::new(),
             resources: HashMap::new(),
+            nvlinks: HashMap::new(),
             peak_sharing: 0,
+            feeds: Vec::new(),
+            fed: Vec::new(),
             topo,
         };
         sim.plan_paths()?;
+        sim.plan_pipelines(&workload.feeds);
         Ok(sim)
     }
 
@@ -301,6 +324,10 @@ impl Simulation {
         for i in 0..self.state.flows.len() {
             let m = self.state.flows[i].msg;
             if Lifecycle::is_local(&self.topo, &m) {
+                if self.state.flows[i].pipeline.is_some() && m.local.is_none() {
+                    self.state.flows[i].path =
+                        vec![self.nvlink(m.src, false), self.nvlink(m.dst, true)];
+                }
                 continue;
             }
             let mut path = self.path(i as u32);
@@ -315,6 +342,195 @@ impl Simulation {
             return Err("the routes' buffer dependencies form a cycle: a PFC deadlock or credit loop can form, which flow level cannot show; run this scenario at packet level".into());
         }
         Ok(())
+    }
+
+    /// Every compact edge's [`PipelinePlan`]: its piece's nominal time, and how long
+    /// the pieces it forwards take to reach it from the pipeline's start, walking its
+    /// feeds (`Workload::feeds`) back at each edge's own step time. A ring's edge waits
+    /// on the `steps - 1` edges before it around the ring (a flat ring's NVLink and
+    /// network edges alternate on that walk); a tree or chain edge on its slowest
+    /// upstream path.
+    fn plan_pipelines(&mut self, feeds: &[(u32, u32)]) {
+        let n = self.state.flows.len();
+        let mut upstream: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for &(edge, up) in feeds {
+            upstream[edge as usize].push(up);
+        }
+        // Each edge's step: a piece's ideal time on it, after the sender's reduction.
+        let mut step = vec![Time::ZERO; n];
+        for (i, f) in self.state.flows.iter().enumerate() {
+            let Some(p) = f.pipeline else { continue };
+            let piece = Message {
+                size: f.msg.size / p.pieces_on_wire().max(1),
+                ..f.msg
+            };
+            step[i] = self.ideal_fct(&piece) + self.step_prep(p, piece.size);
+        }
+        let mut ahead: Vec<Option<Time>> = vec![None; n];
+        for i in 0..n {
+            let ahead_i = match self.state.flows[i].pipeline {
+                None => continue,
+                Some(Pipeline::Ring { steps, .. }) => {
+                    if ahead[i].is_none() {
+                        plan_ring(i as u32, steps, &upstream, &step, &mut ahead);
+                    }
+                    ahead[i].expect("planned with its ring")
+                }
+                Some(Pipeline::Chain { .. }) => upstream[i]
+                    .iter()
+                    .map(|&u| {
+                        let before =
+                            ahead[u as usize].expect("a chain edge's feeds come before it");
+                        before + step[u as usize]
+                    })
+                    .max()
+                    .unwrap_or(Time::ZERO),
+            };
+            ahead[i] = Some(ahead_i);
+            let p = self.state.flows[i].pipeline.expect("compact");
+            let nominal = Time(self.nominal_drain(i as u32).ps() / p.pieces_on_wire().max(1));
+            self.state.flows[i].plan = PipelinePlan {
+                nominal,
+                ahead: ahead_i,
+                step: step[i],
+            };
+        }
+        self.fed = vec![Vec::new(); n];
+        for (i, f) in self.state.flows.iter().enumerate() {
+            if !matches!(f.pipeline, Some(Pipeline::Chain { .. })) {
+                upstream[i].clear();
+            }
+            for &u in &upstream[i] {
+                self.fed[u as usize].push(i as u32);
+            }
+        }
+        self.feeds = upstream;
+    }
+
+    /// A compact chain or tree edge waits, once posted, until its first piece can have
+    /// reached its sender: it enters the network (or NVLink) only then, and shares the
+    /// links only while it sends.
+    fn post_after_feeds(&mut self, flow: u32) {
+        let f = &self.state.flows[flow as usize];
+        if matches!(f.pipeline, Some(Pipeline::Chain { .. })) && f.plan.ahead > Time::ZERO {
+            let at = self.state.queue.now() + f.plan.ahead;
+            self.state.queue.schedule(at, Event::Enter { flow });
+        } else {
+            self.post(flow);
+        }
+    }
+
+    /// Completes `flow` at `done` or, for a compact chain or tree edge, no earlier than
+    /// its last piece can have come in over each feed and gone on (the feed's completion
+    /// plus its own step, at the share its links would give it now): held until every
+    /// feed has completed.
+    fn complete(&mut self, flow: u32, done: Time) {
+        let mut at = done;
+        let feeds = &self.feeds[flow as usize];
+        if !feeds.is_empty() {
+            let mut last = Time::ZERO;
+            for &f in feeds {
+                match self.state.flows[f as usize].life.finish {
+                    Some(t) => last = last.max(t),
+                    None => {
+                        self.state.flows[flow as usize].held = Some(done);
+                        return;
+                    }
+                }
+            }
+            at = at.max(last + self.state.flows[flow as usize].plan.step + self.piece_delay(flow));
+        }
+        // A message with links went through `drained`; one without, through NVLink's turns.
+        let event = if self.state.flows[flow as usize].path.is_empty() {
+            Event::LocalDone { flow }
+        } else {
+            Event::Finished { flow }
+        };
+        self.state.queue.schedule(at, event);
+    }
+
+    /// How much longer than nominal one of a compact edge's pieces would take now, at an
+    /// equal share of each of its links with the flows crossing it.
+    fn piece_delay(&self, flow: u32) -> Time {
+        let f = &self.state.flows[flow as usize];
+        let Some(p) = f.pipeline else {
+            return Time::ZERO;
+        };
+        let piece = self.flow_wire(f) as f64 / p.pieces_on_wire().max(1) as f64;
+        let rate = f
+            .path
+            .iter()
+            .map(|&l| {
+                let link = &self.links[l as usize];
+                let others =
+                    link.flows.iter().filter(|&&o| o != flow).count() + link.released as usize;
+                let ports = link.members.len().max(1);
+                let share = if link.stage {
+                    1.0
+                } else {
+                    self.cfg.sharing_share((others + 1).div_ceil(ports))
+                };
+                link.capacity * share / (others + 1) as f64
+            })
+            .fold(f64::INFINITY, f64::min);
+        if !rate.is_finite() {
+            return Time::ZERO;
+        }
+        Time((piece / rate).ceil() as u64).saturating_sub(f.plan.nominal)
+    }
+
+    /// `flow` completed: the edges it feeds that were held for it may complete.
+    /// Those released together send their last pieces together: each counts the others
+    /// on its links.
+    fn release_held(&mut self, flow: u32) {
+        let fed = std::mem::take(&mut self.fed[flow as usize]);
+        let released: Vec<u32> = fed
+            .iter()
+            .copied()
+            .filter(|&e| self.state.flows[e as usize].held.is_some())
+            .collect();
+        self.count_released(&released, 1);
+        for &e in &released {
+            let done = self.state.flows[e as usize].held.take().expect("held");
+            self.count_released(&[e], -1);
+            self.complete(e, done);
+            self.count_released(&[e], 1);
+        }
+        self.count_released(&released, -1);
+        self.fed[flow as usize] = fed;
+    }
+
+    /// Adds `by` to the released count of each link of `edges`.
+    fn count_released(&mut self, edges: &[u32], by: i32) {
+        for &e in edges {
+            for &l in &self.state.flows[e as usize].path {
+                let link = &mut self.links[l as usize];
+                link.released = link.released.checked_add_signed(by).expect("counted once");
+            }
+        }
+    }
+
+    /// A compact edge's transfer time alone on idle links: at its path's slowest port,
+    /// or over NVLink.
+    fn nominal_drain(&self, flow: u32) -> Time {
+        let f = &self.state.flows[flow as usize];
+        if Lifecycle::is_local(&self.topo, &f.msg) {
+            return self
+                .state
+                .lifecycle
+                .ideal_local(&self.topo, &f.msg)
+                .expect("a local message")
+                .saturating_sub(self.cfg.tx_latency)
+                .saturating_sub(self.topo.nvlink().latency);
+        }
+        let slowest = f
+            .path
+            .iter()
+            .filter(|&&p| (p as usize) < self.topo.ports().len())
+            .map(|&p| self.topo.port(PortId(p)).rate)
+            .min_by_key(|r| r.bps())
+            .expect("a path has a port");
+        slowest.serialization(self.flow_wire(f))
     }
 
     /// Events handled so far.
@@ -432,6 +648,25 @@ impl Simulation {
         id
     }
 
+    /// The link standing for a GPU's NVLink out (or, `into`, in), in payload bytes: a
+    /// compact edge inside a server stands for many pieces interleaved with others on
+    /// its GPUs' NVLink, so it shares it fairly, as network flows share ports (a plain
+    /// message there takes its turn, as at packet level).
+    fn nvlink(&mut self, gpu: HostId, into: bool) -> u32 {
+        let key = (gpu.0, into);
+        if let Some(&l) = self.nvlinks.get(&key) {
+            return l;
+        }
+        let id = self.links.len() as u32;
+        self.links.push(Link {
+            capacity: self.topo.nvlink().rate.bps() as f64 / 8e12,
+            stage: true,
+            ..Link::default()
+        });
+        self.nvlinks.insert(key, id);
+        id
+    }
+
     /// The link standing for `ports`: the port itself, or their trunk.
     fn trunk(&mut self, ports: Vec<u32>) -> u32 {
         if let [one] = ports[..] {
@@ -480,6 +715,9 @@ impl Simulation {
     /// receiver, on its path: the ideal time less the posting latency and the whole
     /// message at the path's slowest port.
     fn lead(&self, m: &Message, path: &[u32]) -> Time {
+        if Lifecycle::is_local(&self.topo, m) {
+            return self.topo.nvlink().latency;
+        }
         let slowest = path
             .iter()
             .filter(|&&p| (p as usize) < self.topo.ports().len())
@@ -592,6 +830,9 @@ impl Simulation {
 
     /// A flow's link bytes: its message's packets, or a compact edge's pieces' packets.
     fn flow_wire(&self, f: &Flow) -> u64 {
+        if Lifecycle::is_local(&self.topo, &f.msg) {
+            return f.msg.size;
+        }
         match f.pipeline {
             Some(p) => {
                 let pieces = p.pieces_on_wire().max(1);
@@ -646,6 +887,7 @@ impl Simulation {
             })
             .unwrap_or(Time::ZERO);
         let f = &mut self.state.flows[flow as usize];
+        let plan = f.plan;
         f.remaining = 0.0;
         f.life.sent_bytes = m.size;
         f.life.injected = true;
@@ -656,12 +898,10 @@ impl Simulation {
                 None => now + self.lead(&m, &path),
                 Some(p) => {
                     let piece_msg = Message { size: piece, ..m };
-                    let lead = self.lead(&piece_msg, &path);
-                    let hop = lead + self.cfg.tx_latency + self.step_prep(p, piece);
-                    now + lead + step_latency(p, drain, hop)
+                    now + self.lead(&piece_msg, &path) + plan.wait(p, drain)
                 }
             };
-        self.state.queue.schedule(done, Event::Finished { flow });
+        self.complete(flow, done);
         if let Some(next) = successor {
             self.post(next);
         }
@@ -727,26 +967,82 @@ fn share_key(left: f64, open: u32) -> u64 {
     (left / open as f64).to_bits()
 }
 
-/// What a pipeline adds to a compact edge's drain time (`drain`: from its posting to its
-/// last byte leaving, at the rates it got), with `hop` the latency from a piece leaving
-/// one rank to the next rank posting it (`lead` plus the posting latency).
-///
-/// A ring of K steps of P pieces, each of time t = drain / (K P): piece p of step k leaves
-/// at the later of the edge's previous piece and the same piece of step k-1 arriving, so
-/// the last leaves at max(K P t, (K - 1)(t + hop) + P t) - t: the edge is either busy
-/// throughout or waits on the ring's latency. A chain edge `h` hops down starts h piece
-/// times and h hops after the first.
-fn step_latency(p: Pipeline, drain: Time, hop: Time) -> Time {
-    match p {
-        Pipeline::Ring { steps, pieces, .. } => {
-            let t = Time(drain.ps() / p.pieces_on_wire().max(1));
-            let latency_bound = (t + hop) * (steps.max(1) as u64 - 1) + t * pieces as u64;
-            latency_bound.saturating_sub(drain)
+/// Sets `ahead` for every edge of the ring `edge` is on: the sum of the steps of the
+/// `steps - 1` edges before it (following the feeds, round the ring as often as it
+/// takes).
+fn plan_ring(
+    edge: u32,
+    steps: u32,
+    upstream: &[Vec<u32>],
+    step: &[Time],
+    ahead: &mut [Option<Time>],
+) {
+    let mut ring = vec![edge];
+    loop {
+        let last = *ring.last().expect("not empty") as usize;
+        let &[up] = upstream[last].as_slice() else {
+            panic!("a ring edge has one feed");
+        };
+        if up == edge {
+            break;
         }
-        Pipeline::Chain { hop: h, pieces } => {
-            let t = Time(drain.ps() / pieces.max(1) as u64);
-            (t + hop) * h as u64
+        ring.push(up);
+    }
+    let len = ring.len();
+    let total: u64 = ring.iter().map(|&e| step[e as usize].ps()).sum();
+    // prefix[j]: the steps of ring[0..j], round the ring twice.
+    let mut prefix = vec![0u64; 2 * len + 1];
+    for j in 0..2 * len {
+        prefix[j + 1] = prefix[j] + step[ring[j % len] as usize].ps();
+    }
+    let before = steps.saturating_sub(1) as usize;
+    let (rounds, rest) = ((before / len) as u64, before % len);
+    for (j, &e) in ring.iter().enumerate() {
+        let window = prefix[j + 1 + rest] - prefix[j + 1];
+        ahead[e as usize] = Some(Time(rounds * total + window));
+    }
+}
+
+/// A compact edge's pipeline at nominal rates: a piece's time on its own (`nominal`),
+/// and `ahead`, from the pipeline's start until the first piece it must wait for
+/// arrives: a ring edge's last step's, a chain or tree edge's first (see
+/// `Simulation::plan_pipelines`).
+#[derive(Clone, Copy, Debug, Default)]
+struct PipelinePlan {
+    nominal: Time,
+    ahead: Time,
+    /// A piece's ideal time on the edge, after its sender's reduction.
+    step: Time,
+}
+
+impl PipelinePlan {
+    /// What the pipeline adds to the edge's drain time (`drain`: from its posting to its
+    /// last byte leaving, at the rates it got).
+    ///
+    /// A ring of K steps of P pieces, each of time t = drain / (K P): piece p of step k
+    /// leaves at the later of the edge's previous piece and the same piece of step k-1
+    /// arriving from upstream, so the last leaves at
+    /// max(K P t, ahead + (K - 1)(t - nominal) + P t) - t: the edge is either busy
+    /// throughout or waits on the ring's latency (its own pieces slower than nominal
+    /// delay each step). A chain or tree edge enters only once its first piece is in
+    /// (`Simulation::post_after_feeds`) and ends no earlier than its feeds allow
+    /// (`Simulation::complete`): nothing to add.
+    fn wait(self, p: Pipeline, drain: Time) -> Time {
+        match p {
+            Pipeline::Ring { steps, pieces, .. } => {
+                let t = Time(drain.ps() / p.pieces_on_wire().max(1));
+                let latency_bound = self.ahead
+                    + self.slower(p, drain) * (steps.max(1) as u64 - 1)
+                    + t * pieces as u64;
+                latency_bound.saturating_sub(drain)
+            }
+            Pipeline::Chain { .. } => Time::ZERO,
         }
+    }
+
+    /// How much longer than nominal each piece took, at the edge's `drain`.
+    fn slower(self, p: Pipeline, drain: Time) -> Time {
+        Time(drain.ps() / p.pieces_on_wire().max(1)).saturating_sub(self.nominal)
     }
 }
 
@@ -770,14 +1066,21 @@ impl MessageFabric for Simulation {
             return;
         };
         match event {
-            Event::Post { flow } => self.post(flow),
-            Event::LocalDone { flow } => self.local_done(flow),
+            Event::Post { flow } => self.post_after_feeds(flow),
+            Event::Enter { flow } => self.post(flow),
+            Event::LocalDone { flow } => {
+                self.local_done(flow);
+                self.release_held(flow);
+            }
             Event::Drained { flow, epoch } => {
                 if self.state.flows[flow as usize].epoch == epoch {
                     self.drained(flow);
                 }
             }
-            Event::Finished { flow } => self.finished(flow),
+            Event::Finished { flow } => {
+                self.finished(flow);
+                self.release_held(flow);
+            }
             Event::Reshare => self.reshare(),
         }
     }
@@ -794,10 +1097,12 @@ impl MessageFabric for Simulation {
         for &l in &path {
             let link = &mut self.links[l as usize];
             link.flows.push(flow);
-            let ports = link.members.len().max(1);
-            self.peak_sharing = self
-                .peak_sharing
-                .max(link.flows.len().div_ceil(ports) as u32);
+            if !link.stage {
+                let ports = link.members.len().max(1);
+                self.peak_sharing = self
+                    .peak_sharing
+                    .max(link.flows.len().div_ceil(ports) as u32);
+            }
         }
         let f = &mut self.state.flows[flow as usize];
         f.remaining = wire as f64;
@@ -811,19 +1116,21 @@ impl MessageFabric for Simulation {
     /// A transfer inside a server, as on the packet-level fabrics; a compact ring inside
     /// a server (NVLink) also waits out its steps' latencies.
     fn post_local(&mut self, flow: u32) {
+        if !self.state.flows[flow as usize].path.is_empty() {
+            return self.enqueue(flow);
+        }
         let f = &self.state.flows[flow as usize];
         let pipeline = f.pipeline.filter(|_| f.msg.local.is_none());
-        let hop = pipeline.map(|p| {
-            let piece = f.msg.size / p.pieces_on_wire().max(1);
-            self.topo.nvlink().latency + self.cfg.tx_latency + self.step_prep(p, piece)
-        });
+        let plan = f.plan;
         let s = &mut self.state;
         let now = s.queue.now();
         let (mut done, next) = s.lifecycle.start_local(&mut s.flows, flow, now);
-        if let (Some(p), Some(hop)) = (pipeline, hop) {
-            done += step_latency(p, done - now, hop);
+        if let Some(p) = pipeline {
+            // The last byte leaves an NVLink latency before it lands.
+            let drain = (done - now).saturating_sub(self.topo.nvlink().latency);
+            done += plan.wait(p, drain);
         }
-        s.queue.schedule(done, Event::LocalDone { flow });
+        self.complete(flow, done);
         if let Some(next) = next {
             self.post(next);
         }

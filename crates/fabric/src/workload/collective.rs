@@ -511,15 +511,29 @@ impl Graph<'_> {
             self.w.pipelined.push((id, pipeline));
             received[next] = Some(id);
         }
+        for i in 0..m {
+            let edge = received[(i + 1) % m].expect("every member sends");
+            let upstream = received[i].expect("every member receives");
+            self.w.feeds.push((edge, upstream));
+        }
         received
     }
 
-    /// A compact chain or tree edge (flow level): the whole transfer in one message,
-    /// `hop` piece-hops behind the chain's first edge ([`Pipeline::Chain`]).
-    fn compact_edge(&mut self, from: usize, to: usize, bytes: u64, hop: u32, after: &[Dep]) -> u32 {
+    /// A compact chain or tree edge (flow level): the whole transfer in one message
+    /// ([`Pipeline::Chain`]), fed by `upstream`, the edges that bring `from` each piece
+    /// (see [`Workload::feeds`]).
+    fn compact_edge(
+        &mut self,
+        from: usize,
+        to: usize,
+        bytes: u64,
+        after: &[Dep],
+        upstream: &[u32],
+    ) -> u32 {
         let pieces = self.pieces(bytes) as u32;
         let id = self.send_deps(from, to, bytes, after.to_vec(), None);
-        self.w.pipelined.push((id, Pipeline::Chain { hop, pieces }));
+        self.w.pipelined.push((id, Pipeline::Chain { pieces }));
+        self.w.feeds.extend(upstream.iter().map(|&u| (id, u)));
         id
     }
 
@@ -585,9 +599,11 @@ impl Graph<'_> {
         let n = self.n();
         let root = self.c.root as usize;
         if self.w.compact {
+            let mut upstream = None;
             for hop in 0..n - 1 {
                 let (from, to) = ((root + hop) % n, (root + hop + 1) % n);
-                self.compact_edge(from, to, bytes, hop as u32, &[]);
+                let feeds: Vec<u32> = upstream.into_iter().collect();
+                upstream = Some(self.compact_edge(from, to, bytes, &[], &feeds));
             }
             return;
         }
@@ -670,19 +686,31 @@ impl Graph<'_> {
         let n = self.n();
         let mut done = vec![Vec::new(); n];
         if self.w.compact {
-            // A piece climbs from the deepest leaf to the root, then descends.
-            let deepest = shape.depth.iter().copied().max().unwrap_or(0);
+            // A piece climbs from the leaves to the root, then descends. The edge up from
+            // each rank, then the edge down into it.
+            let mut up = vec![None; n];
+            let mut down = vec![None; n];
             for &r in shape.order.iter().skip(1).rev() {
                 let parent = shape.parent[r].expect("not the root");
-                let id = self.compact_edge(r, parent, bytes, deepest - shape.depth[r], &ready[r]);
+                let feeds: Vec<u32> = shape.children[r].iter().filter_map(|&c| up[c]).collect();
+                let id = self.compact_edge(r, parent, bytes, &ready[r], &feeds);
+                up[r] = Some(id);
                 if shape.parent[parent].is_none() {
                     done[parent].push(id);
                 }
             }
             for &r in shape.order.iter().skip(1) {
                 let parent = shape.parent[r].expect("not the root");
-                let hop = deepest + shape.depth[r] - 1;
-                done[r].push(self.compact_edge(parent, r, bytes, hop, &ready[parent]));
+                let feeds: Vec<u32> = match down[parent] {
+                    Some(d) => vec![d],
+                    None => shape.children[parent]
+                        .iter()
+                        .filter_map(|&c| up[c])
+                        .collect(),
+                };
+                let id = self.compact_edge(parent, r, bytes, &ready[parent], &feeds);
+                down[r] = Some(id);
+                done[r].push(id);
             }
             return done;
         }
@@ -753,8 +781,6 @@ struct TreeShape {
     /// Each rank's parent (None for the root).
     parent: Vec<Option<usize>>,
     children: Vec<Vec<usize>>,
-    /// Links from the root.
-    depth: Vec<u32>,
     /// Every rank, each after its parent; the root first.
     order: Vec<usize>,
 }
@@ -785,17 +811,14 @@ impl TreeShape {
             order.extend(members);
         }
         let mut children = vec![Vec::new(); n];
-        let mut depth = vec![0; n];
         for &r in &order {
             if let Some(p) = parent[r] {
                 children[p].push(r);
-                depth[r] = depth[p] + 1;
             }
         }
         TreeShape {
             parent,
             children,
-            depth,
             order,
         }
     }
@@ -909,6 +932,57 @@ mod tests {
                 // To a byte per step: the compact edge carries the average block.
                 assert!(a.abs_diff(b) <= 2 * 15, "{alg:?} rank {r}: {a} vs {b}");
             }
+        }
+    }
+
+    #[test]
+    fn compact_edges_are_fed_by_the_edges_that_bring_their_sender_the_data() {
+        use CollectiveAlgorithm as A;
+        for (alg, group) in [
+            (A::Ring, 1),
+            (A::Hierarchical, 4),
+            (A::Tree, 4),
+            (A::Tree, 1),
+        ] {
+            let mut c = collective(CollectiveOp::AllReduce, alg, 16);
+            c.group = group;
+            let mut w = Workload {
+                compact: true,
+                ..Workload::default()
+            };
+            expand(&c, &mut w);
+            assert!(
+                w.feeds.windows(2).all(|f| f[0].0 <= f[1].0),
+                "{alg:?}: by edge"
+            );
+            for &(edge, up) in &w.feeds {
+                let (e, u) = (w.messages[edge as usize], w.messages[up as usize]);
+                assert_eq!(u.dst, e.src, "{alg:?}: {edge} fed by {up}");
+            }
+            for &(i, p) in &w.pipelined {
+                let feeds = w.feeds.iter().filter(|f| f.0 == i).count();
+                match p {
+                    // A ring edge: the one edge into its sender.
+                    Pipeline::Ring { .. } => assert_eq!(feeds, 1, "{alg:?}: ring edge {i}"),
+                    // A tree edge: after its feeds; only edges up from leaves have none.
+                    Pipeline::Chain { .. } => {
+                        assert!(w.feeds.iter().all(|f| f.0 != i || f.1 < i));
+                    }
+                }
+            }
+            let unfed = w
+                .pipelined
+                .iter()
+                .filter(|(i, _)| !w.feeds.iter().any(|f| f.0 == *i))
+                .count();
+            // Only the up edges of the two trees' leaves: a heap of 16 ranks has 8 leaves;
+            // on 4 servers of 4, each server's chain ends in one.
+            let leaves = match (alg, group) {
+                (A::Tree, 1) => 2 * 8,
+                (A::Tree, _) => 2 * 4,
+                _ => 0,
+            };
+            assert_eq!(unfed, leaves, "{alg:?} over servers of {group}");
         }
     }
 

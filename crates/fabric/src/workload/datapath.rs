@@ -433,6 +433,12 @@ pub fn apply(w: &mut Workload, h: &HostConfig, hosts: u32, gpus_per_node: u32) {
         .map(|(t, rs)| (t.clone(), rs.iter().map(&remap).collect()))
         .collect();
     w.sharp_groups = old.sharp_groups.iter().map(&remap).collect();
+    // Compact edges stay whole: each is the last message of its block.
+    w.feeds = old
+        .feeds
+        .iter()
+        .map(|&(e, up)| (last[e as usize], last[up as usize]))
+        .collect();
     w.data_paths = pathed;
     w.compact = old.compact;
     w.message_interval = h.message_interval;

@@ -53,9 +53,9 @@ pub enum Pipeline {
         pieces: u32,
         passes: u32,
     },
-    /// An edge `hop` hops down a pipelined chain or tree of `pieces` pieces: it starts
-    /// `hop` piece-hops after the chain's first edge.
-    Chain { hop: u32, pieces: u32 },
+    /// An edge of a pipelined chain or tree of `pieces` pieces: each piece goes on once
+    /// it came in over the edges that feed it ([`Workload::feeds`]).
+    Chain { pieces: u32 },
 }
 
 impl Pipeline {
@@ -180,6 +180,11 @@ pub struct Workload {
     pub compact: bool,
     /// The compact messages, by index, in increasing order.
     pub pipelined: Vec<(u32, Pipeline)>,
+    /// `(edge, upstream)`: a compact edge's pieces each wait for the same piece to
+    /// arrive over `upstream` (a ring edge: the edge into its sender; a tree or chain
+    /// edge: every edge that brings its sender the piece). By edge, in increasing order;
+    /// a chain or tree edge's upstream edges come before it.
+    pub feeds: Vec<(u32, u32)>,
     /// Compact messages that cross their hosts' data paths (flow level), by index, in
     /// increasing order: each streams through every stage's resource beside the network.
     pub staged: Vec<datapath::StagedMessage>,
