@@ -259,7 +259,8 @@ fn flow_level_refuses_what_only_packets_show_and_auto_chooses_by_size() {
 /// record.json, which users are shown as flow level's error), BENCHMARKS.md's table is the
 /// record's, and the bandwidth-bound cases stay within 5 %, host data paths included.
 #[test]
-fn calibration_suite_matches_its_record_and_bandwidth_bound_cases_stay_within_five_percent() {
+fn calibration_suite_matches_its_record_and_ring_and_latency_bound_cases_stay_within_five_percent()
+{
     let dir = calibrate::default_suite();
     let rows = calibrate::run_suite(&dir, &Catalog::builtin()).unwrap();
     let record = calibrate::record();
@@ -283,7 +284,10 @@ fn calibration_suite_matches_its_record_and_bandwidth_bound_cases_stay_within_fi
     );
     for case in [
         "allreduce-ring-16",
+        "allreduce-ring-64",
+        "allreduce-ring-128-small",
         "allreduce-hierarchical-64",
+        "allreduce-tree-gpus-64",
         "training-data-parallel",
         "training-cpu-staged",
     ] {

@@ -12,9 +12,14 @@
 //! - A flow's completion is when its bytes have drained at its fair rate, plus its path's
 //!   fixed latency: the ideal completion time less its serialisation at the bottleneck,
 //!   so a flow alone on the fabric completes exactly at its ideal time.
-//! - A compact collective edge ([`Pipeline`]) adds its pipeline's step latencies.
-//! - Transfers inside servers (NVLink, data-path stages) and dependencies go through
-//!   the same [`Lifecycle`] as the packet-level fabrics.
+//! - A compact collective edge ([`Pipeline`]) stands for its pieces: its wait is walked
+//!   along the edges that feed it (`Workload::feeds`), each at its own step time
+//!   (NVLink or network), so the critical path is the packet models' (a ring edge waits
+//!   on the steps of the edges before it round the ring; a tree edge enters once its
+//!   first piece is in and ends no earlier than its last can have come in and gone on).
+//!   Compact edges inside a server share each GPU's NVLink fairly, as flows.
+//! - Other transfers inside servers (NVLink, data-path stages) and dependencies go
+//!   through the same [`Lifecycle`] as the packet-level fabrics.
 //!
 //! Nothing drops, pauses or marks here: the lossless fabrics' fair share is what flow
 //! level models. ACKs, credit updates and CNPs (under 1 % of the reverse links) are left
@@ -769,6 +774,11 @@ impl Simulation {
                 }
             }
         }
+        // The rates before: a flow whose rate comes out the same keeps its drain event.
+        let before: Vec<f64> = flows
+            .iter()
+            .map(|&f| self.state.flows[f as usize].rate)
+            .collect();
         for &f in &flows {
             let fl = &mut self.state.flows[f as usize];
             fl.remaining = (fl.remaining - fl.rate * (now - fl.since).ps() as f64).max(0.0);
@@ -811,8 +821,11 @@ impl Simulation {
                 }
             }
         }
-        for &f in &flows {
+        for (&f, &rate) in flows.iter().zip(&before) {
             let fl = &mut self.state.flows[f as usize];
+            if fl.rate == rate {
+                continue;
+            }
             fl.epoch += 1;
             let ps = (fl.remaining / fl.rate).ceil();
             let at = now

@@ -134,7 +134,6 @@ pub(crate) fn expand(t: &Training, w: &mut Workload) -> Vec<Range<u32>> {
     let mut ranges = Vec::with_capacity(t.iterations as usize);
     for k in 0..t.iterations {
         let first = w.messages.len() as u32;
-        let mut this: Vec<Vec<u32>> = vec![Vec::new(); n];
         let mut last_bucket: Vec<Vec<u32>> = vec![Vec::new(); n];
         for b in 0..t.buckets {
             let delay = t.bucket_ready(b);
@@ -151,13 +150,12 @@ pub(crate) fn expand(t: &Training, w: &mut Workload) -> Vec<Range<u32>> {
                 // The first iteration's compute starts with the job.
                 c.start = t.start + delay;
             }
-            let done = expand_all_reduce_after(&c, w, &ready);
-            for (r, d) in done.iter().enumerate() {
-                this[r].extend(d);
-            }
-            last_bucket = done;
+            last_bucket = expand_all_reduce_after(&c, w, &ready);
         }
-        previous = this;
+        // Each bucket's messages at a rank wait for the previous bucket's arrivals there,
+        // so the last bucket's arrivals come after every earlier one's: the next
+        // iteration waits on them alone.
+        previous = last_bucket;
         ranges.push(first..w.messages.len() as u32);
     }
     ranges
