@@ -109,6 +109,28 @@ pub fn estimate(scenario: &Scenario) -> Result<Estimate, String> {
     })
 }
 
+/// Packet-level events one core handles per second: `fabricsim bench` measures 7.0 to
+/// 9.3 M events/s on one core of the development VM (BENCHMARKS.md); 6 M leaves room for
+/// slower machines and denser runs. A project choice checked against those runs.
+pub const PACKET_EVENTS_PER_CORE_SECOND: f64 = 6.0e6;
+
+/// What each core beyond the first adds to a packet-level run split over threads: a
+/// 512-GPU iteration ran at 9.1 to 11.8 M events/s on two cores against 7 M on one
+/// (BENCHMARKS.md, 2026-12-04), so about 0.6 of a core. A project choice.
+pub const PACKET_GAIN_PER_EXTRA_CORE: f64 = 0.6;
+
+/// A packet-level run of `events` events: its estimated wall time on this machine's
+/// cores, in seconds, and the cores counted. [`PACKET_EVENTS_PER_CORE_SECOND`] on the
+/// first core, [`PACKET_GAIN_PER_EXTRA_CORE`] of it on each further one.
+pub fn packet_wall_seconds(events: u64) -> (f64, usize) {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let speed = 1.0 + PACKET_GAIN_PER_EXTRA_CORE * (cores - 1) as f64;
+    (
+        events as f64 / (PACKET_EVENTS_PER_CORE_SECOND * speed),
+        cores,
+    )
+}
+
 /// What a scenario's workload makes, counted from its compact expansion (one message per
 /// edge of a pipelined collective), so that even a 16,384-GPU job is counted in
 /// megabytes: the whole packet-level workload is never built.

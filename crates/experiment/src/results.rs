@@ -32,6 +32,10 @@ pub struct Summary {
     pub fabric: &'static str,
     /// "packet" or "flow": the level the run was simulated at.
     pub level: &'static str,
+    /// Why `level = "auto"` chose it: the estimate against the budget, and at flow level
+    /// the error the calibration suite measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub level_reason: Option<String>,
     pub sim_time_ns: u64,
     pub events: u64,
     pub wall_seconds: f64,
@@ -150,9 +154,14 @@ pub struct TrainingResult {
     pub exposed_communication_ns: Option<f64>,
     pub job_iterations: u64,
     pub projected_job_seconds: Option<f64>,
-    /// How much longer the whole job runs with one more microsecond per message (measured
-    /// by a second run with every NIC's posting latency raised by 1 us).
+    /// How much longer the whole job runs with one more microsecond per message: the
+    /// projected job time of a second run with every NIC's posting latency raised by
+    /// 1 us, less this run's. Never negative: a second run that came out faster (packet
+    /// level's ECMP and PFC timing shift with the latency) is reported as 0, and
+    /// `sensitivity_note` says by how much it was faster.
     pub extra_job_seconds_per_us_per_exchange: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sensitivity_note: Option<String>,
 }
 
 /// The training jobs' results, from their messages' completions.
@@ -204,6 +213,7 @@ pub fn training_results(out: &Outcome) -> Vec<TrainingResult> {
                 job_iterations: t.job_iterations,
                 projected_job_seconds: iteration.map(|i| i * 1e-9 * t.job_iterations as f64),
                 extra_job_seconds_per_us_per_exchange: None,
+                sensitivity_note: None,
             }
         })
         .collect()
@@ -216,11 +226,25 @@ pub fn add_sensitivity(summary: &mut Summary, plus_one_us: &Outcome) {
         .iter_mut()
         .zip(training_results(plus_one_us))
     {
-        t.extra_job_seconds_per_us_per_exchange = t
-            .projected_job_seconds
-            .zip(other.projected_job_seconds)
-            .map(|(a, b)| b - a);
+        (t.extra_job_seconds_per_us_per_exchange, t.sensitivity_note) =
+            sensitivity(t.projected_job_seconds, other.projected_job_seconds);
     }
+}
+
+/// The extra job seconds per microsecond per exchange from the projected job times of a
+/// run and of its run with 1 us more per exchange, never negative, with a note when the
+/// second came out faster (see [`TrainingResult::extra_job_seconds_per_us_per_exchange`]).
+fn sensitivity(run: Option<f64>, plus_one_us: Option<f64>) -> (Option<f64>, Option<String>) {
+    let Some(extra) = run.zip(plus_one_us).map(|(a, b)| b - a) else {
+        return (None, None);
+    };
+    let note = (extra < 0.0).then(|| {
+        format!(
+            "the run with 1 us more per exchange came out {:.3} s faster over the job: a microsecond's effect here is below the model's run-to-run variation (ECMP and PFC timing shift with the latency), so 0 is reported",
+            -extra
+        )
+    });
+    (Some(extra.max(0.0)), note)
 }
 
 /// One collective: time from its start to its last message's completion, and nccl-tests'
@@ -350,6 +374,7 @@ pub fn summary(scenario: &Scenario, out: &Outcome) -> Summary {
         scenario: scenario.name.clone(),
         fabric: scenario.fabric.name(),
         level: if out.flow_level { "flow" } else { "packet" },
+        level_reason: out.level_reason.clone(),
         sim_time_ns: r.sim_time.ns(),
         events: r.events,
         wall_seconds: out.wall_seconds,
@@ -561,5 +586,22 @@ impl Summary {
             },
             hops.join(", ")
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sensitivity;
+
+    #[test]
+    fn a_microsecond_more_per_exchange_never_saves_time() {
+        // Slower with the microsecond: the difference, no note.
+        assert_eq!(sensitivity(Some(100.0), Some(103.5)), (Some(3.5), None));
+        // Faster by noise: 0, and the note says by how much.
+        let (extra, note) = sensitivity(Some(100.0), Some(99.25));
+        assert_eq!(extra, Some(0.0));
+        assert!(note.unwrap().contains("0.750 s faster"));
+        // An unfinished run has no figure.
+        assert_eq!(sensitivity(None, Some(1.0)), (None, None));
     }
 }

@@ -38,6 +38,8 @@ pub struct Outcome {
     pub data_paths: Vec<PathedMessage>,
     /// Whether the run was simulated at flow level.
     pub flow_level: bool,
+    /// Why `level = "auto"` chose the level it did.
+    pub level_reason: Option<String>,
     /// At flow level, where the result leaves the range calibrated against packet level.
     pub flow_notes: Vec<String>,
     /// The threads the run was split over (1: it ran on one).
@@ -133,7 +135,7 @@ pub fn run_threaded(
     threads: usize,
     trial: Trial,
 ) -> Result<Outcome, String> {
-    let flow_level = scenario.runs_at_flow_level().0;
+    let (flow_level, level_reason) = scenario.runs_at_flow_level();
     if flow_level && capture.is_some() {
         return Err("--pcap: captures are packet level only; this scenario runs at flow level (give --level packet)".into());
     }
@@ -267,6 +269,7 @@ pub fn run_threaded(
             data_paths: workload.data_paths,
             flow_level: false,
             flow_notes: Vec::new(),
+            level_reason: level_reason.clone(),
             threads: split_over,
             windows: s.windows(),
         },
@@ -280,6 +283,7 @@ pub fn run_threaded(
             data_paths: workload.data_paths,
             flow_level: false,
             flow_notes: Vec::new(),
+            level_reason: level_reason.clone(),
             threads: split_over,
             windows: s.windows(),
         },
@@ -296,6 +300,7 @@ pub fn run_threaded(
             data_paths: workload.data_paths,
             flow_level: true,
             flow_notes: flow_notes(&s, probe, probed, scenario),
+            level_reason: level_reason.clone(),
             threads: split_over,
             windows: 0,
         },

@@ -255,6 +255,67 @@ fn flow_level_refuses_what_only_packets_show_and_auto_chooses_by_size() {
     assert!(err.contains("simulation.flow_above_hosts = 3"), "{err}");
 }
 
+#[test]
+fn auto_runs_packet_level_while_its_estimate_fits_the_budget() {
+    // One 64 MiB ring all-reduce over 16 hosts: tens of millions of packet-level events,
+    // seconds at a few million events per second on any core.
+    let file = |budget: &str| {
+        format!(
+            "[simulation]\nlevel = \"auto\"\n{budget}[topology]\nkind = \"fat-tree\"\nk = 4\n[[traffic]]\nkind = \"collective\"\nop = \"all-reduce\"\nalgorithm = \"ring\"\nsize = \"64MiB\"\n"
+        )
+    };
+    let (events, secs) = {
+        let mut s = scenario(&file(""));
+        s.set_level(Level::Packet).unwrap();
+        let e = fabricsim_experiment::estimate::estimate(&s).unwrap();
+        (
+            e.events,
+            fabricsim_experiment::estimate::packet_wall_seconds(e.events).0,
+        )
+    };
+    assert!(
+        events > 1_000_000 && secs > 0.01 && secs < 60.0,
+        "{events} events, {secs} s"
+    );
+    // The default budget (minutes) holds it; one of a hundredth of its estimate does not.
+    let (flow, why) = scenario(&file("")).runs_at_flow_level();
+    let why = why.unwrap();
+    assert!(!flow && why.contains("within the budget of 5 min"), "{why}");
+    let tight = format!("budget = \"{}us\"\n", (secs * 1e4).ceil() as u64);
+    let s = scenario(&file(&tight));
+    let (flow, why) = s.runs_at_flow_level();
+    let why = why.unwrap();
+    assert!(flow && why.contains("beyond the budget"), "{why}");
+    // The summary says which level ran, and why, with the calibration suite's error.
+    let out = runner::run(&s, None, false).unwrap();
+    let summary = results::summary(&s, &out);
+    assert_eq!(summary.level, "flow");
+    let reason = summary.level_reason.unwrap();
+    assert!(
+        reason.contains("errs from") && reason.contains("examples/calibration"),
+        "{reason}"
+    );
+    // A budget belongs to auto alone, and is one rule or the other.
+    for (extra, key) in [
+        (
+            "level = \"packet\"\nbudget = \"1min\"\n",
+            "simulation.budget",
+        ),
+        (
+            "level = \"auto\"\nbudget = \"1min\"\nflow_above_hosts = 8\n",
+            "simulation.flow_above_hosts",
+        ),
+        (
+            "level = \"auto\"\nbudget = \"5 parsecs\"\n",
+            "simulation.budget",
+        ),
+    ] {
+        let text = format!("[simulation]\n{extra}[topology]\nkind = \"single-switch\"\nhosts = 2\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = 1000\n");
+        let err = Scenario::parse(&text, "s").unwrap_err().to_string();
+        assert!(err.contains(key), "{extra}: {err}");
+    }
+}
+
 /// The whole suite, rerun: both levels' figures equal the record (examples/calibration/
 /// record.json, which users are shown as flow level's error), BENCHMARKS.md's table is the
 /// record's, and the bandwidth-bound cases stay within 5 %, host data paths included.

@@ -20,7 +20,7 @@ mod traffic;
 pub use cluster::{describe as describe_design, ClusterDesigns, Hardware, Optics};
 pub use cost::CostSettings;
 pub use fabric::FabricKind;
-pub use simulation::{Level, DEFAULT_FLOW_ABOVE};
+pub use simulation::{Auto, Level, DEFAULT_BUDGET};
 pub use topology::TopologySpec;
 
 use crate::catalog::{Catalog, ItemKind};

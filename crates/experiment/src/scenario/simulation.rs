@@ -1,24 +1,27 @@
 //! `[simulation]`: the level a scenario runs at (SCENARIO.md v2). Packet level models
 //! every packet; flow level shares links max-min fairly among fluid flows and reaches
-//! the largest clusters; `auto` picks flow level above a number of hosts, and is the
-//! default for `[cluster]` designs (SCENARIO.md v3).
+//! the largest clusters; `auto` runs packet level while its estimated wall time on this
+//! machine fits a budget (or, given `flow_above_hosts`, up to that many hosts), and is
+//! the default for `[cluster]` designs (SCENARIO.md v3).
 
 use super::reader::{invalid, Ctx, Field};
 use super::{Scenario, ScenarioError};
+use fabricsim_core::units::Time;
 use serde::Deserialize;
 use std::fmt::Write as _;
 use toml::Spanned;
 
-/// Hosts (GPUs) above which `auto` runs at flow level: packet level runs about a thousand
-/// GPUs' collectives in seconds to a minute (BENCHMARKS.md). A project choice, not a
-/// published figure.
-pub const DEFAULT_FLOW_ABOVE: u64 = 1024;
+/// The wall-clock time `auto` lets a packet-level run take on this machine before it
+/// runs flow level instead: a few minutes, so that a `compare` of two fabrics stays a
+/// coffee break. A project choice, not a published figure.
+pub const DEFAULT_BUDGET: Time = Time(300_000_000_000_000);
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(super) struct FileSimulation {
     level: Option<Spanned<String>>,
     flow_above_hosts: Field,
+    budget: Field,
 }
 
 /// The level a scenario asks for.
@@ -26,21 +29,26 @@ pub(super) struct FileSimulation {
 pub enum Level {
     Packet,
     Flow,
-    /// Flow level above `above` hosts, packet level otherwise.
-    Auto {
-        above: u64,
-    },
+    /// Packet or flow level, by a rule.
+    Auto(Auto),
+}
+
+/// How `auto` chooses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Auto {
+    /// Packet level while its estimated wall time on this machine's cores fits.
+    Budget(Time),
+    /// Flow level above this many hosts (`flow_above_hosts`, SCENARIO.md v2).
+    AboveHosts(u64),
 }
 
 impl Level {
-    /// Parses "packet", "flow" or "auto" (with the default threshold).
+    /// Parses "packet", "flow" or "auto" (with the default budget).
     pub fn parse(s: &str) -> Option<Level> {
         match s {
             "packet" => Some(Level::Packet),
             "flow" => Some(Level::Flow),
-            "auto" => Some(Level::Auto {
-                above: DEFAULT_FLOW_ABOVE,
-            }),
+            "auto" => Some(Level::Auto(Auto::Budget(DEFAULT_BUDGET))),
             _ => None,
         }
     }
@@ -49,7 +57,7 @@ impl Level {
         match self {
             Level::Packet => "packet",
             Level::Flow => "flow",
-            Level::Auto { .. } => "auto",
+            Level::Auto(_) => "auto",
         }
     }
 }
@@ -72,14 +80,20 @@ pub(super) fn parse(
         2,
         u32::MAX as u64,
     )?;
-    match (level.unwrap_or(default), above) {
-        ("auto", a) => Ok(Level::Auto {
-            above: a.unwrap_or(DEFAULT_FLOW_ABOVE),
-        }),
-        (l, Some(a)) => Err(invalid(format!(
+    let budget = c.positive_time("simulation.budget", &f.budget)?;
+    match (level.unwrap_or(default), above, budget) {
+        ("auto", Some(a), Some(b)) => Err(invalid(format!(
+            "simulation.flow_above_hosts = {a} and simulation.budget = \"{b}\": give one rule for \"auto\", not both"
+        ))),
+        ("auto", Some(a), None) => Ok(Level::Auto(Auto::AboveHosts(a))),
+        ("auto", None, b) => Ok(Level::Auto(Auto::Budget(b.unwrap_or(DEFAULT_BUDGET)))),
+        (l, Some(a), _) => Err(invalid(format!(
             "simulation.flow_above_hosts = {a}: only applies with level = \"auto\", not \"{l}\""
         ))),
-        (l, None) => Ok(Level::parse(l).expect("a checked choice")),
+        (l, None, Some(b)) => Err(invalid(format!(
+            "simulation.budget = \"{b}\": only applies with level = \"auto\", not \"{l}\""
+        ))),
+        (l, None, None) => Ok(Level::parse(l).expect("a checked choice")),
     }
 }
 
@@ -115,29 +129,97 @@ impl Scenario {
         Ok(())
     }
 
-    /// Whether this scenario runs at flow level, and if `auto` chose it, why (for
-    /// standard error). `auto` keeps packet level where flow level would refuse.
+    /// Whether this scenario runs at flow level, and if `auto` chose, which and why (for
+    /// standard error and the summary). `auto` keeps packet level where flow level would
+    /// refuse, and where the estimate fails (the run then says why).
     pub fn runs_at_flow_level(&self) -> (bool, Option<String>) {
-        match self.level {
-            Level::Packet => (false, None),
-            Level::Flow => (true, None),
-            Level::Auto { above } => {
+        let auto = "simulation.level = \"auto\"";
+        let (flow, why) = match self.level {
+            Level::Packet => return (false, None),
+            Level::Flow => return (true, None),
+            Level::Auto(Auto::AboveHosts(above)) => {
                 let hosts = self.host_count() as u64;
                 if hosts <= above {
+                    (
+                        false,
+                        format!("{auto}: {hosts} hosts <= flow_above_hosts = {above}"),
+                    )
+                } else {
+                    (
+                        true,
+                        format!("{auto}: {hosts} hosts > flow_above_hosts = {above}"),
+                    )
+                }
+            }
+            Level::Auto(Auto::Budget(budget)) => {
+                let mut packet = self.clone();
+                packet.level = Level::Packet;
+                let Ok(e) = crate::estimate::estimate(&packet) else {
                     return (false, None);
+                };
+                let (secs, cores) = crate::estimate::packet_wall_seconds(e.events);
+                let budget_s = budget.ps() as f64 / 1e12;
+                let free = crate::estimate::memory_budget().ok().flatten();
+                let why = format!(
+                    "{auto}: packet level estimated at {} on this machine's {cores} cores, {} the budget of {}",
+                    human_seconds(secs),
+                    if secs <= budget_s { "within" } else { "beyond" },
+                    human_seconds(budget_s)
+                );
+                match free.filter(|&f| e.memory_bytes > f) {
+                    Some(f) => (
+                        true,
+                        format!(
+                            "{why}, but it needs {} MB of the {} MB available",
+                            e.memory_bytes >> 20,
+                            f >> 20
+                        ),
+                    ),
+                    None => (secs > budget_s, why),
                 }
-                match flow_refusal(self) {
-                    Some(why) => (false, Some(format!("simulation.level = \"auto\": {hosts} hosts, but packet level: {why}"))),
-                    None => (true, Some(format!("simulation.level = \"auto\": {hosts} hosts > flow_above_hosts = {above}: running at flow level"))),
-                }
+            }
+        };
+        if !flow {
+            return (false, Some(format!("{why}: running at packet level")));
+        }
+        match flow_refusal(self) {
+            Some(refused) => (false, Some(format!("{why}, but packet level: {refused}"))),
+            None => {
+                let errs = crate::calibrate::recorded_range(self.fabric.name(), |_| true)
+                    .map(|(lo, hi)| {
+                        format!(
+                            " (flow level errs from {:+.0} % to {:+.0} % against packet level on examples/calibration)",
+                            lo * 100.0,
+                            hi * 100.0
+                        )
+                    })
+                    .unwrap_or_default();
+                (true, Some(format!("{why}: running at flow level{errs}")))
             }
         }
     }
 }
 
+/// Seconds as a person reads them: "40 s", "12 min", "3.5 h".
+fn human_seconds(s: f64) -> String {
+    if s < 120.0 {
+        format!("{s:.0} s")
+    } else if s < 7200.0 {
+        format!("{:.0} min", s / 60.0)
+    } else {
+        format!("{:.1} h", s / 3600.0)
+    }
+}
+
 pub(super) fn write_toml(level: Level, s: &mut String) {
     let _ = writeln!(s, "\n[simulation]\nlevel = \"{}\"", level.name());
-    if let Level::Auto { above } = level {
-        let _ = writeln!(s, "flow_above_hosts = {above}");
+    match level {
+        Level::Auto(Auto::AboveHosts(above)) => {
+            let _ = writeln!(s, "flow_above_hosts = {above}");
+        }
+        Level::Auto(Auto::Budget(budget)) => {
+            let _ = writeln!(s, "budget = \"{budget}\"");
+        }
+        _ => {}
     }
 }
