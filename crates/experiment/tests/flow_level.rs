@@ -359,3 +359,42 @@ fn calibration_suite_matches_its_record_and_ring_and_latency_bound_cases_stay_wi
         }
     }
 }
+
+#[test]
+fn flow_level_refuses_what_it_does_not_model_and_auto_warns_of_it() {
+    let traffic = "[topology]\nkind = \"single-switch\"\nhosts = 4\n[[traffic]]\nkind = \"incast\"\nsenders = [1, 2, 3]\ndst = 0\nsize = \"1MiB\"\n";
+    for (ib, key) in [
+        (
+            "congestion_control = true\n",
+            "fabric.infiniband.congestion_control",
+        ),
+        (
+            "virtual_lanes = 2\nvl_weights = [255, 32]\n",
+            "fabric.infiniband.vl_weights",
+        ),
+    ] {
+        let fabric = format!("[fabric]\nkind = \"infiniband\"\n[fabric.infiniband]\n{ib}");
+        let err = Scenario::parse(
+            &format!("[simulation]\nlevel = \"flow\"\n{fabric}{traffic}"),
+            "s",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains(key) && err.contains("not modelled"), "{err}");
+        // auto, beyond its budget: flow level, with the warning naming the key.
+        let s = Scenario::parse(
+            &format!("[simulation]\nlevel = \"auto\"\nbudget = \"1ps\"\n{fabric}{traffic}"),
+            "s",
+        )
+        .unwrap();
+        let (flow, why) = s.runs_at_flow_level();
+        let why = why.unwrap();
+        assert!(
+            flow && why.contains("warning") && why.contains(key),
+            "{why}"
+        );
+    }
+    // Equal weights are what flow level's fair share is.
+    let equal = format!("[simulation]\nlevel = \"flow\"\n[fabric]\nkind = \"infiniband\"\n[fabric.infiniband]\nvirtual_lanes = 2\nvl_weights = [64, 64]\n{traffic}");
+    assert!(Scenario::parse(&equal, "s").is_ok());
+}

@@ -97,8 +97,35 @@ pub(super) fn parse(
     }
 }
 
-/// Why `s` cannot run at flow level, if it cannot: the mechanisms only packets show.
+/// Why `s` cannot run at flow level, if it cannot: the mechanisms only packets show,
+/// then those flow level does not model (refused when asked for, warned of at `auto`).
 pub(super) fn flow_refusal(s: &Scenario) -> Option<String> {
+    packets_only(s).or_else(|| flow_unmodelled(s))
+}
+
+/// What flow level does not model in `s`: InfiniBand's congestion control (FECN, BECN
+/// and the CCT cut senders below their fair share) and unequal VL arbitration weights
+/// (flows share a port fairly whatever their VL).
+pub fn flow_unmodelled(s: &Scenario) -> Option<String> {
+    use super::FabricKind;
+    if s.fabric != FabricKind::Infiniband {
+        return None;
+    }
+    let ib = &s.ib;
+    if ib.congestion_control.is_some() {
+        return Some("fabric.infiniband.congestion_control = true: FECN/BECN congestion control is not modelled at flow level (flows keep their fair share)".into());
+    }
+    let weights = &ib.vl_weights;
+    if ib.virtual_lanes > 1 && weights.iter().any(|&w| w != weights[0]) {
+        return Some(format!(
+            "fabric.infiniband.vl_weights = {weights:?}: VL arbitration weights are not modelled at flow level (flows share each port fairly whatever their VL)"
+        ));
+    }
+    None
+}
+
+/// The mechanisms only packets show in `s`, if any.
+fn packets_only(s: &Scenario) -> Option<String> {
     use super::FabricKind;
     if s.fabric == FabricKind::Rocev2 {
         let r = &s.roce;
@@ -182,21 +209,25 @@ impl Scenario {
         if !flow {
             return (false, Some(format!("{why}: running at packet level")));
         }
-        match flow_refusal(self) {
-            Some(refused) => (false, Some(format!("{why}, but packet level: {refused}"))),
-            None => {
-                let errs = crate::calibrate::recorded_range(self.fabric.name(), |_| true)
-                    .map(|(lo, hi)| {
-                        format!(
-                            " (flow level errs from {:+.0} % to {:+.0} % against packet level on examples/calibration)",
-                            lo * 100.0,
-                            hi * 100.0
-                        )
-                    })
-                    .unwrap_or_default();
-                (true, Some(format!("{why}: running at flow level{errs}")))
-            }
+        if let Some(refused) = packets_only(self) {
+            return (false, Some(format!("{why}, but packet level: {refused}")));
         }
+        let unmodelled = flow_unmodelled(self)
+            .map(|w| format!("; warning: {w}"))
+            .unwrap_or_default();
+        let errs = crate::calibrate::recorded_range(self.fabric.name(), |_| true)
+            .map(|(lo, hi)| {
+                format!(
+                    " (flow level errs from {:+.0} % to {:+.0} % against packet level on examples/calibration)",
+                    lo * 100.0,
+                    hi * 100.0
+                )
+            })
+            .unwrap_or_default();
+        (
+            true,
+            Some(format!("{why}: running at flow level{errs}{unmodelled}")),
+        )
     }
 }
 
