@@ -1,0 +1,482 @@
+//! Flow level: the same workloads, topologies and reports as the packet-level fabrics,
+//! with messages as fluid flows instead of packets.
+//!
+//! - Every network message crossing the fabric is a flow over the ports its packets
+//!   would take (the static d-mod-k route, ECMP's hash of the same 5-tuple as the RoCEv2
+//!   model, or for adaptive routing the least-loaded candidate at each hop when it
+//!   starts). Its size is its wire bytes: every packet's headers, as the wire layer
+//!   frames them.
+//! - Flows share each port's line rate max-min fairly (water-filling). A flow starting
+//!   or draining re-shares only the ports its connected component of flows touches,
+//!   once per instant however many changed then.
+//! - A flow's completion is when its bytes have drained at its fair rate, plus its path's
+//!   fixed latency: the ideal completion time less its serialisation at the bottleneck,
+//!   so a flow alone on the fabric completes exactly at its ideal time.
+//! - A compact collective edge ([`Pipeline`]) stands for its pieces: its wait is walked
+//!   along the edges that feed it (`Workload::feeds`), each at its own step time
+//!   (NVLink or network), so the critical path is the packet models' (a ring edge waits
+//!   on the steps of the edges before it round the ring; a tree edge enters once its
+//!   first piece is in and ends no earlier than its last can have come in and gone on).
+//!   Compact edges inside a server share each GPU's NVLink fairly, as flows.
+//! - Other transfers inside servers (NVLink, data-path stages) and dependencies go
+//!   through the same [`Lifecycle`] as the packet-level fabrics.
+//!
+//! Nothing drops, pauses or marks here: the lossless fabrics' fair share is what flow
+//! level models. ACKs, credit updates and CNPs (under 1 % of the reverse links) are left
+//! out.
+
+mod config;
+mod paths;
+mod pipeline;
+mod sharing;
+
+pub use config::{FlowConfig, FlowRouting, FlowWire};
+use pipeline::PipelinePlan;
+
+use crate::driver::{self, Lifecycle, LifecycleEvent, MessageFabric, Progress, RunState};
+use crate::report::{PortResult, RunReport};
+use crate::workload::datapath::StagedMessage;
+use crate::workload::{Message, Pipeline, Workload};
+use fabricsim_core::engine::EventQueue;
+use fabricsim_core::topology::{NodeKind, Routes, Topology};
+use fabricsim_core::units::{PortId, Time};
+use std::collections::HashMap;
+
+/// One message at flow level.
+#[derive(Clone, Debug)]
+pub(crate) struct Flow {
+    msg: Message,
+    life: Progress,
+    pipeline: Option<Pipeline>,
+    /// Its data-path stages (a compact edge at flow level), streamed beside the network.
+    staged: Option<StagedMessage>,
+    /// The links it crosses, host port first (planned when the model is built).
+    path: Vec<u32>,
+    /// Wire bytes not yet sent, as of `since`.
+    remaining: f64,
+    /// Its fair share, bytes per picosecond.
+    rate: f64,
+    since: Time,
+    /// When it was posted to its sender.
+    posted: Time,
+    /// A compact edge's pipeline, planned at nominal rates (see [`PipelinePlan`]).
+    plan: PipelinePlan,
+    /// A compact chain or tree edge's completion, held until its feeds complete.
+    held: Option<Time>,
+    /// Bumped at every re-share: a `Drained` event of an older epoch is stale.
+    epoch: u32,
+}
+
+driver::tracked_by_fields!(Flow);
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Event {
+    Post {
+        flow: u32,
+    },
+    LocalDone {
+        flow: u32,
+    },
+    /// The flow's last byte left its sender, if its epoch is still current.
+    Drained {
+        flow: u32,
+        epoch: u32,
+    },
+    /// The flow's last byte reached its receiver.
+    Finished {
+        flow: u32,
+    },
+    /// A compact chain or tree edge's first piece has reached its sender: it starts.
+    Enter {
+        flow: u32,
+    },
+    /// Re-share the ports touched since the last re-share.
+    Reshare,
+}
+
+impl LifecycleEvent for Event {
+    fn post(flow: u32) -> Self {
+        Event::Post { flow }
+    }
+    fn local_done(flow: u32) -> Self {
+        Event::LocalDone { flow }
+    }
+}
+
+/// An egress port, or a trunk of ports (adaptive routing), as flows share it.
+#[derive(Clone, Debug, Default)]
+struct Link {
+    /// A trunk's ports (empty for a port): its bytes are spread over them.
+    members: Vec<u32>,
+    /// A data-path resource (a PCIe direction, a CPU), not a network port: no
+    /// congestion control acts on it.
+    stage: bool,
+    /// Line rate, bytes per picosecond.
+    capacity: f64,
+    /// The flows crossing it now, in the order they started.
+    flows: Vec<u32>,
+    /// Compact chain or tree edges across it released together by their feed's
+    /// completion, while their completions are set: their last pieces cross it together.
+    released: u32,
+    tx_bytes: u64,
+    tx_packets: u64,
+    /// Water-filling scratch: capacity left and flows not yet fixed.
+    left: f64,
+    open: u32,
+    /// The re-share that last visited it.
+    mark: u32,
+}
+
+/// The flow-level simulation of one workload on one topology.
+pub struct Simulation {
+    cfg: FlowConfig,
+    topo: Topology,
+    routes: Routes,
+    state: RunState<Event, Flow, ()>,
+    links: Vec<Link>,
+    /// Ports touched since the last re-share.
+    dirty: Vec<u32>,
+    reshare_due: bool,
+    /// Visit marks of the current re-share, per flow.
+    flow_mark: Vec<u32>,
+    round: u32,
+    /// Links up a SHARP aggregation tree (its switch tiers).
+    sharp_depth: u32,
+    /// Adaptive routing: the trunk link of each set of ports, and the trunks between
+    /// each (source switch, destination switch). Looked up, never iterated.
+    trunks: HashMap<Vec<u32>, u32>,
+    trunk_paths: HashMap<(u32, u32), Vec<u32>>,
+    /// The link standing for each data-path resource. Looked up, never iterated.
+    resources: HashMap<u32, u32>,
+    /// The link standing for each GPU's NVLink out and in. Looked up, never iterated.
+    nvlinks: HashMap<(u32, bool), u32>,
+    /// The most flows that shared one port at once (a trunk's flows over its ports).
+    peak_sharing: u32,
+    /// A compact chain or tree edge's feeds (`Workload::feeds`), and each edge's chain
+    /// or tree edges it feeds.
+    feeds: Vec<Vec<u32>>,
+    fed: Vec<Vec<u32>>,
+}
+
+impl Simulation {
+    /// Builds the model; errors if some host cannot reach another.
+    pub fn new(
+        cfg: FlowConfig,
+        topo: Topology,
+        workload: &Workload,
+        stop_at: Option<Time>,
+    ) -> Result<Self, String> {
+        let routes = Routes::minimal(&topo)?;
+        let mut pipelined = workload.pipelined.iter().peekable();
+        let mut staged = workload.staged.iter().peekable();
+        let flows: Vec<Flow> = workload
+            .messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| Flow {
+                msg: *m,
+                life: Progress::new(m.start, workload.follows[i]),
+                pipeline: pipelined
+                    .next_if(|(j, _)| *j as usize == i)
+                    .map(|(_, p)| *p),
+                staged: staged.next_if(|st| st.msg as usize == i).cloned(),
+                path: Vec::new(),
+                remaining: 0.0,
+                rate: 0.0,
+                since: Time::ZERO,
+                posted: Time::ZERO,
+                epoch: 0,
+                plan: PipelinePlan::default(),
+                held: None,
+            })
+            .collect();
+        let links = topo
+            .ports()
+            .iter()
+            .map(|p| Link {
+                capacity: p.rate.bps() as f64 / 8e12,
+                ..Link::default()
+            })
+            .collect();
+        let mut lifecycle = Lifecycle::new(workload, &topo, cfg.tx_latency);
+        let mut queue = EventQueue::new();
+        driver::schedule_posts(&mut queue, lifecycle.initial_posts(&workload.messages));
+        let sharp_depth = topo
+            .nodes()
+            .iter()
+            .filter_map(|k| match k {
+                NodeKind::Switch { tier } => Some(*tier as u32 + 1),
+                NodeKind::Host(_) => None,
+            })
+            .max()
+            .unwrap_or(1);
+        let mut sim = Simulation {
+            cfg,
+            routes,
+            flow_mark: vec![0; flows.len()],
+            state: RunState {
+                queue,
+                flows,
+                lifecycle,
+                stop_at,
+                stopped_by_time: false,
+                deadlock: None,
+                capture: None,
+                grid: None,
+                drain_until: None,
+                drained: false,
+                merged: None,
+            },
+            links,
+            dirty: Vec::new(),
+            reshare_due: false,
+            round: 0,
+            sharp_depth,
+            trunks: HashMap::new(),
+            trunk_paths: HashMap::new(),
+            resources: HashMap::new(),
+            nvlinks: HashMap::new(),
+            peak_sharing: 0,
+            feeds: Vec::new(),
+            fed: Vec::new(),
+            topo,
+        };
+        sim.plan_paths()?;
+        sim.plan_pipelines(&workload.feeds);
+        Ok(sim)
+    }
+
+    /// Events handled so far.
+    pub fn events(&self) -> u64 {
+        self.state.queue.popped()
+    }
+
+    /// The share of its line rate a port crossed by `n` flows keeps (see
+    /// [`FlowConfig::sharing`]); None without a sharing correction.
+    pub fn port_share(&self, n: usize) -> Option<f64> {
+        (!self.cfg.sharing.is_empty()).then(|| self.cfg.sharing_share(n))
+    }
+
+    /// The most flows that shared one port at once.
+    pub fn peak_sharing(&self) -> u32 {
+        self.peak_sharing
+    }
+
+    /// The simulated clock.
+    pub fn now(&self) -> Time {
+        self.state.queue.now()
+    }
+
+    /// A flow's link bytes: its message's packets, or a compact edge's pieces' packets.
+    fn flow_wire(&self, f: &Flow) -> u64 {
+        if Lifecycle::is_local(&self.topo, &f.msg) {
+            return f.msg.size;
+        }
+        match f.pipeline {
+            Some(p) => {
+                let pieces = p.pieces_on_wire().max(1);
+                pieces * self.cfg.wire_bytes(f.msg.size / pieces)
+            }
+            None => self.cfg.wire_bytes(f.msg.size),
+        }
+    }
+
+    /// The flow's last byte left: it leaves its ports, its connection's next message
+    /// may post, and it completes a path latency (and its pipeline's steps) later.
+    fn drained(&mut self, flow: u32) {
+        let now = self.state.queue.now();
+        self.touch(flow);
+        let (m, path, pipeline, posted) = {
+            let f = &self.state.flows[flow as usize];
+            (f.msg, f.path.clone(), f.pipeline, f.posted)
+        };
+        let packets = match pipeline {
+            Some(p) => p.pieces_on_wire(),
+            None => 1,
+        };
+        let piece = m.size / packets;
+        let wire = self.flow_wire(&self.state.flows[flow as usize]);
+        for &l in &path {
+            let link = &mut self.links[l as usize];
+            link.flows.retain(|&f| f != flow);
+            link.tx_bytes += wire;
+            link.tx_packets += packets * piece.div_ceil(self.cfg.mtu as u64).max(1);
+        }
+        // The first chunk passes every data-path stage, each with its start cost, before
+        // the stream behind it fills them.
+        let fill = self.state.flows[flow as usize]
+            .staged
+            .as_ref()
+            .map(|st| {
+                st.stages
+                    .iter()
+                    .map(|l| l.latency + l.rate.serialization(st.chunk.min(m.size)))
+                    .fold(Time::ZERO, |a, b| a + b)
+            })
+            .unwrap_or(Time::ZERO);
+        let f = &mut self.state.flows[flow as usize];
+        let plan = f.plan;
+        f.remaining = 0.0;
+        f.life.sent_bytes = m.size;
+        f.life.injected = true;
+        let successor = f.life.successor.take();
+        let drain = now - posted;
+        let done = fill
+            + match pipeline {
+                None => now + self.lead(&m, &path),
+                Some(p) => {
+                    let piece_msg = Message { size: piece, ..m };
+                    now + self.lead(&piece_msg, &path) + plan.wait(p, drain)
+                }
+            };
+        self.complete(flow, done);
+        if let Some(next) = successor {
+            self.post(next);
+        }
+    }
+
+    fn finished(&mut self, flow: u32) {
+        let now = self.state.queue.now();
+        let f = &mut self.state.flows[flow as usize];
+        f.life.finish = Some(now);
+        f.life.acked = Some(now);
+        f.life.delivered_bytes = f.msg.size;
+        self.state.lifecycle.completed += 1;
+        self.release_dependents(flow, now);
+    }
+
+    /// Everything measured, for the experiment layer. Flow level has no queues, pauses,
+    /// marks or drops to report: those counters are zero.
+    pub fn report(&self) -> RunReport {
+        let mut ports: Vec<PortResult> = (0..self.topo.ports().len())
+            .map(|i| PortResult {
+                tx_bytes: self.links[i].tx_bytes,
+                tx_packets: self.links[i].tx_packets,
+                ..PortResult::new(&self.topo, PortId(i as u32))
+            })
+            .collect();
+        // A trunk's bytes, spread evenly over its ports (the first ones take the rest).
+        for trunk in self.links[ports.len()..]
+            .iter()
+            .filter(|l| !l.members.is_empty())
+        {
+            let n = trunk.members.len() as u64;
+            for (k, &p) in trunk.members.iter().enumerate() {
+                let r = &mut ports[p as usize];
+                r.tx_bytes += trunk.tx_bytes / n + u64::from((k as u64) < trunk.tx_bytes % n);
+                r.tx_packets += trunk.tx_packets / n + u64::from((k as u64) < trunk.tx_packets % n);
+            }
+        }
+        RunReport {
+            sim_time: self.state.sim_time(),
+            events: self.events(),
+            flows: self.state.flow_results(|m| self.ideal_fct(m)),
+            ports,
+            drops: 0,
+            retransmitted_packets: 0,
+            congestion_marks: 0,
+            congestion_notifications: 0,
+            duplicates: 0,
+            buffer_overflows: 0,
+            peak_packets_in_flight: 0,
+            stopped_by_time: self.state.stopped_by_time,
+            pfc_pause_frames: 0,
+            naks: 0,
+            timeouts: 0,
+            watchdog_trips: 0,
+            deadlock: None,
+            pfc_cycles: Vec::new(),
+        }
+    }
+}
+
+impl MessageFabric for Simulation {
+    type Event = Event;
+    type Flow = Flow;
+    type Capture = ();
+
+    fn state(&self) -> &RunState<Event, Flow, ()> {
+        &self.state
+    }
+    fn state_mut(&mut self) -> &mut RunState<Event, Flow, ()> {
+        &mut self.state
+    }
+    fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    fn handle_next(&mut self) {
+        let Some((_, event)) = self.state.next_event() else {
+            return;
+        };
+        match event {
+            Event::Post { flow } => self.post_after_feeds(flow),
+            Event::Enter { flow } => self.post(flow),
+            Event::LocalDone { flow } => {
+                self.local_done(flow);
+                self.release_held(flow);
+            }
+            Event::Drained { flow, epoch } => {
+                if self.state.flows[flow as usize].epoch == epoch {
+                    self.drained(flow);
+                }
+            }
+            Event::Finished { flow } => {
+                self.finished(flow);
+                self.release_held(flow);
+            }
+            Event::Reshare => self.reshare(),
+        }
+    }
+
+    fn inherit_connection(&mut self, prev: u32, next: u32) {
+        self.state.flows[prev as usize].life.handed_to = Some(next);
+    }
+
+    /// The message becomes a flow on its path, shared at the next re-share.
+    fn enqueue(&mut self, flow: u32) {
+        let path = std::mem::take(&mut self.state.flows[flow as usize].path);
+        let wire = self.flow_wire(&self.state.flows[flow as usize]);
+        let now = self.state.queue.now();
+        for &l in &path {
+            let link = &mut self.links[l as usize];
+            link.flows.push(flow);
+            if !link.stage {
+                let ports = link.members.len().max(1);
+                self.peak_sharing = self
+                    .peak_sharing
+                    .max(link.flows.len().div_ceil(ports) as u32);
+            }
+        }
+        let f = &mut self.state.flows[flow as usize];
+        f.remaining = wire as f64;
+        f.path = path;
+        f.since = now;
+        f.posted = now;
+        f.rate = 0.0;
+        self.touch(flow);
+    }
+
+    /// A transfer inside a server, as on the packet-level fabrics; a compact ring inside
+    /// a server (NVLink) also waits out its steps' latencies.
+    fn post_local(&mut self, flow: u32) {
+        if !self.state.flows[flow as usize].path.is_empty() {
+            return self.enqueue(flow);
+        }
+        let f = &self.state.flows[flow as usize];
+        let pipeline = f.pipeline.filter(|_| f.msg.local.is_none());
+        let plan = f.plan;
+        let s = &mut self.state;
+        let now = s.queue.now();
+        let (mut done, next) = s.lifecycle.start_local(&mut s.flows, flow, now);
+        if let Some(p) = pipeline {
+            // The last byte leaves an NVLink latency before it lands.
+            let drain = (done - now).saturating_sub(self.topo.nvlink().latency);
+            done += plan.wait(p, drain);
+        }
+        self.complete(flow, done);
+        if let Some(next) = next {
+            self.post(next);
+        }
+    }
+}

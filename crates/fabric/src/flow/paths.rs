@@ -1,0 +1,215 @@
+//! Paths, planned up front: each message's ports (static, ECMP or adaptive trunks), the
+//! links standing for data-path resources and NVLink, and the ideal and fixed latencies
+//! measured along them.
+
+use super::{FlowRouting, Link, Simulation};
+use crate::driver::{self, Lifecycle};
+use crate::workload::{Local, Message};
+use fabricsim_core::topology::NodeKind;
+use fabricsim_core::units::{HostId, PortId, Time};
+
+impl Simulation {
+    /// Every network message's path, decided up front (routing here depends on nothing
+    /// that changes during the run). Refuses routes whose buffer dependencies form a
+    /// cycle: a deadlock can form there, and only packet level shows whether it does.
+    pub(super) fn plan_paths(&mut self) -> Result<(), String> {
+        let mut edges = Vec::new();
+        for i in 0..self.state.flows.len() {
+            let m = self.state.flows[i].msg;
+            if Lifecycle::is_local(&self.topo, &m) {
+                if self.state.flows[i].pipeline.is_some() && m.local.is_none() {
+                    self.state.flows[i].path =
+                        vec![self.nvlink(m.src, false), self.nvlink(m.dst, true)];
+                }
+                continue;
+            }
+            let mut path = self.path(i as u32);
+            edges.extend(path.windows(2).map(|w| (w[0], w[1])));
+            if let Some(st) = self.state.flows[i].staged.take() {
+                path.extend(st.stages.iter().map(|l| self.resource(l)));
+                self.state.flows[i].staged = Some(st);
+            }
+            self.state.flows[i].path = path;
+        }
+        if driver::has_cycle(&mut edges) {
+            return Err("the routes' buffer dependencies form a cycle: a PFC deadlock or credit loop can form, which flow level cannot show; run this scenario at packet level".into());
+        }
+        Ok(())
+    }
+
+    /// The ports a message from `src` to `dst` crosses, host port first. A SHARP
+    /// contribution (`src == dst`) crosses its host's link up and down: the switches
+    /// reduce, so each tree link carries the buffer once.
+    fn path(&mut self, flow: u32) -> Vec<u32> {
+        let m = self.state.flows[flow as usize].msg;
+        let first = self.topo.host_port(m.src);
+        if m.src == m.dst {
+            return vec![first.0, self.topo.port(first).peer.0];
+        }
+        // A compact edge under ECMP stands for many messages, each hashed on its own
+        // UDP source port: their spread is even over the candidates, as a trunk.
+        let spread = matches!(self.cfg.routing, FlowRouting::Ecmp { .. })
+            && self.state.flows[flow as usize]
+                .pipeline
+                .is_some_and(|p| p.pieces_on_wire() > 1);
+        if self.cfg.routing == FlowRouting::Adaptive || spread {
+            return self.trunk_path(m.src, m.dst);
+        }
+        let mut path = vec![first.0];
+        let mut port = first;
+        loop {
+            let node = self.topo.port(self.topo.port(port).peer).node;
+            if !matches!(self.topo.nodes()[node.index()], NodeKind::Switch { .. }) {
+                return path;
+            }
+            let cands = self.routes.candidates(node, m.dst);
+            port = match self.cfg.routing {
+                _ if cands.len() == 1 => cands[0],
+                FlowRouting::Static => self.routes.static_port(node, m.dst),
+                FlowRouting::Ecmp { seed } => {
+                    let sport = driver::udp_source_port(flow);
+                    let h = driver::ecmp_hash(seed, node.0, m.src.0, m.dst.0, sport);
+                    cands[(h % cands.len() as u64) as usize]
+                }
+                FlowRouting::Adaptive => unreachable!("adaptive paths are trunk paths"),
+            };
+            path.push(port.0);
+        }
+    }
+
+    /// The links a flow crosses under adaptive routing: its host port, then at each hop
+    /// the trunk of the candidate ports of every switch its packets may have reached,
+    /// then its receiver's port.
+    fn trunk_path(&mut self, src: HostId, dst: HostId) -> Vec<u32> {
+        let first = self.topo.host_port(src);
+        let leaf = self.topo.port(self.topo.port(first).peer).node;
+        let last = self.topo.port(self.topo.host_port(dst)).peer;
+        let dst_leaf = self.topo.port(last).node;
+        let key = (leaf.0, dst_leaf.0);
+        if !self.trunk_paths.contains_key(&key) {
+            let mut middle = Vec::new();
+            let mut frontier = vec![leaf];
+            while frontier != [dst_leaf] {
+                let mut ports: Vec<u32> = frontier
+                    .iter()
+                    .flat_map(|&n| self.routes.candidates(n, dst).iter().map(|p| p.0))
+                    .collect();
+                ports.sort_unstable();
+                ports.dedup();
+                frontier = ports
+                    .iter()
+                    .map(|&p| self.topo.port(self.topo.port(PortId(p)).peer).node)
+                    .collect();
+                frontier.sort_unstable();
+                frontier.dedup();
+                middle.push(self.trunk(ports));
+            }
+            self.trunk_paths.insert(key, middle);
+        }
+        let mut path = vec![first.0];
+        path.extend(&self.trunk_paths[&key]);
+        path.push(last.0);
+        path
+    }
+
+    /// The link standing for a data-path stage's resource (a PCIe direction, a CPU): its
+    /// rate in the network's wire bytes (full packets), so a flow's bytes count alike on
+    /// both.
+    fn resource(&mut self, stage: &Local) -> u32 {
+        if let Some(&l) = self.resources.get(&stage.resource) {
+            return l;
+        }
+        let id = self.links.len() as u32;
+        let mtu = self.cfg.mtu;
+        let wire_per_byte = self.cfg.frame_len(mtu, false) as f64 / mtu as f64;
+        self.links.push(Link {
+            capacity: stage.rate.bps() as f64 / 8e12 * wire_per_byte,
+            stage: true,
+            ..Link::default()
+        });
+        self.resources.insert(stage.resource, id);
+        id
+    }
+
+    /// The link standing for a GPU's NVLink out (or, `into`, in), in payload bytes: a
+    /// compact edge inside a server stands for many pieces interleaved with others on
+    /// its GPUs' NVLink, so it shares it fairly, as network flows share ports (a plain
+    /// message there takes its turn, as at packet level).
+    fn nvlink(&mut self, gpu: HostId, into: bool) -> u32 {
+        let key = (gpu.0, into);
+        if let Some(&l) = self.nvlinks.get(&key) {
+            return l;
+        }
+        let id = self.links.len() as u32;
+        self.links.push(Link {
+            capacity: self.topo.nvlink().rate.bps() as f64 / 8e12,
+            stage: true,
+            ..Link::default()
+        });
+        self.nvlinks.insert(key, id);
+        id
+    }
+
+    /// The link standing for `ports`: the port itself, or their trunk.
+    fn trunk(&mut self, ports: Vec<u32>) -> u32 {
+        if let [one] = ports[..] {
+            return one;
+        }
+        if let Some(&t) = self.trunks.get(&ports) {
+            return t;
+        }
+        let id = self.links.len() as u32;
+        self.links.push(Link {
+            capacity: ports.iter().map(|&p| self.links[p as usize].capacity).sum(),
+            members: ports.clone(),
+            ..Link::default()
+        });
+        self.trunks.insert(ports, id);
+        id
+    }
+
+    /// Ideal completion of a message on an empty fabric, as the packet-level fabrics
+    /// compute it.
+    pub(super) fn ideal_fct(&self, m: &Message) -> Time {
+        if let Some(t) = self.state.lifecycle.ideal_local(&self.topo, m) {
+            return t;
+        }
+        if m.src == m.dst {
+            let port = self.topo.port(self.topo.host_port(m.src));
+            let packet = self.cfg.frame_len(self.cfg.mtu, false);
+            return self.cfg.tx_latency
+                + self.cfg.rx_latency
+                + port.rate.serialization(self.cfg.wire_bytes(m.size))
+                + (port.delay + self.cfg.switch_latency + port.rate.serialization(packet))
+                    * (2 * self.sharp_depth as u64);
+        }
+        driver::ideal_fct(
+            &self.topo,
+            &self.routes,
+            m,
+            self.cfg.mtu,
+            self.cfg.tx_latency + self.cfg.rx_latency,
+            self.cfg.switch_latency,
+            |payload, first| self.cfg.frame_len(payload, first),
+        )
+    }
+
+    /// From the moment a message's last byte leaves its sender to its completion at the
+    /// receiver, on its path: the ideal time less the posting latency and the whole
+    /// message at the path's slowest port.
+    pub(super) fn lead(&self, m: &Message, path: &[u32]) -> Time {
+        if Lifecycle::is_local(&self.topo, m) {
+            return self.topo.nvlink().latency;
+        }
+        let slowest = path
+            .iter()
+            .filter(|&&p| (p as usize) < self.topo.ports().len())
+            .map(|&p| self.topo.port(PortId(p)).rate)
+            .min_by_key(|r| r.bps())
+            .expect("a path has a port");
+        let wire = slowest.serialization(self.cfg.wire_bytes(m.size));
+        self.ideal_fct(m)
+            .saturating_sub(self.cfg.tx_latency)
+            .saturating_sub(wire)
+    }
+}

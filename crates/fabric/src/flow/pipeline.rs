@@ -1,0 +1,288 @@
+//! A compact collective edge's pipeline: planned along its feeds at nominal rates, and
+//! timed as it runs (see the module comment of `flow`).
+
+use super::{Event, Simulation};
+use crate::driver::{Lifecycle, MessageFabric};
+use crate::workload::{Message, Pipeline};
+use fabricsim_core::units::{PortId, Time};
+
+impl Simulation {
+    /// Every compact edge's [`PipelinePlan`]: its piece's nominal time, and how long
+    /// the pieces it forwards take to reach it from the pipeline's start, walking its
+    /// feeds (`Workload::feeds`) back at each edge's own step time. A ring's edge waits
+    /// on the `steps - 1` edges before it around the ring (a flat ring's NVLink and
+    /// network edges alternate on that walk); a tree or chain edge on its slowest
+    /// upstream path.
+    pub(super) fn plan_pipelines(&mut self, feeds: &[(u32, u32)]) {
+        let n = self.state.flows.len();
+        let mut upstream: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for &(edge, up) in feeds {
+            upstream[edge as usize].push(up);
+        }
+        // Each edge's step: a piece's ideal time on it, after the sender's reduction.
+        let mut step = vec![Time::ZERO; n];
+        for (i, f) in self.state.flows.iter().enumerate() {
+            let Some(p) = f.pipeline else { continue };
+            let piece = Message {
+                size: f.msg.size / p.pieces_on_wire().max(1),
+                ..f.msg
+            };
+            step[i] = self.ideal_fct(&piece) + self.step_prep(p, piece.size);
+        }
+        let mut ahead: Vec<Option<Time>> = vec![None; n];
+        for i in 0..n {
+            let ahead_i = match self.state.flows[i].pipeline {
+                None => continue,
+                Some(Pipeline::Ring { steps, .. }) => {
+                    if ahead[i].is_none() {
+                        plan_ring(i as u32, steps, &upstream, &step, &mut ahead);
+                    }
+                    ahead[i].expect("planned with its ring")
+                }
+                Some(Pipeline::Chain { .. }) => upstream[i]
+                    .iter()
+                    .map(|&u| {
+                        let before =
+                            ahead[u as usize].expect("a chain edge's feeds come before it");
+                        before + step[u as usize]
+                    })
+                    .max()
+                    .unwrap_or(Time::ZERO),
+            };
+            ahead[i] = Some(ahead_i);
+            let p = self.state.flows[i].pipeline.expect("compact");
+            let nominal = Time(self.nominal_drain(i as u32).ps() / p.pieces_on_wire().max(1));
+            self.state.flows[i].plan = PipelinePlan {
+                nominal,
+                ahead: ahead_i,
+                step: step[i],
+            };
+        }
+        self.fed = vec![Vec::new(); n];
+        for (i, f) in self.state.flows.iter().enumerate() {
+            if !matches!(f.pipeline, Some(Pipeline::Chain { .. })) {
+                upstream[i].clear();
+            }
+            for &u in &upstream[i] {
+                self.fed[u as usize].push(i as u32);
+            }
+        }
+        self.feeds = upstream;
+    }
+
+    /// A compact chain or tree edge waits, once posted, until its first piece can have
+    /// reached its sender: it enters the network (or NVLink) only then, and shares the
+    /// links only while it sends.
+    pub(super) fn post_after_feeds(&mut self, flow: u32) {
+        let f = &self.state.flows[flow as usize];
+        if matches!(f.pipeline, Some(Pipeline::Chain { .. })) && f.plan.ahead > Time::ZERO {
+            let at = self.state.queue.now() + f.plan.ahead;
+            self.state.queue.schedule(at, Event::Enter { flow });
+        } else {
+            self.post(flow);
+        }
+    }
+
+    /// Completes `flow` at `done` or, for a compact chain or tree edge, no earlier than
+    /// its last piece can have come in over each feed and gone on (the feed's completion
+    /// plus its own step, at the share its links would give it now): held until every
+    /// feed has completed.
+    pub(super) fn complete(&mut self, flow: u32, done: Time) {
+        let mut at = done;
+        let feeds = &self.feeds[flow as usize];
+        if !feeds.is_empty() {
+            let mut last = Time::ZERO;
+            for &f in feeds {
+                match self.state.flows[f as usize].life.finish {
+                    Some(t) => last = last.max(t),
+                    None => {
+                        self.state.flows[flow as usize].held = Some(done);
+                        return;
+                    }
+                }
+            }
+            at = at.max(last + self.state.flows[flow as usize].plan.step + self.piece_delay(flow));
+        }
+        // A message with links went through `drained`; one without, through NVLink's turns.
+        let event = if self.state.flows[flow as usize].path.is_empty() {
+            Event::LocalDone { flow }
+        } else {
+            Event::Finished { flow }
+        };
+        self.state.queue.schedule(at, event);
+    }
+
+    /// How much longer than nominal one of a compact edge's pieces would take now, at an
+    /// equal share of each of its links with the flows crossing it.
+    fn piece_delay(&self, flow: u32) -> Time {
+        let f = &self.state.flows[flow as usize];
+        let Some(p) = f.pipeline else {
+            return Time::ZERO;
+        };
+        let piece = self.flow_wire(f) as f64 / p.pieces_on_wire().max(1) as f64;
+        let rate = f
+            .path
+            .iter()
+            .map(|&l| {
+                let link = &self.links[l as usize];
+                let others =
+                    link.flows.iter().filter(|&&o| o != flow).count() + link.released as usize;
+                let ports = link.members.len().max(1);
+                let share = if link.stage {
+                    1.0
+                } else {
+                    self.cfg.sharing_share((others + 1).div_ceil(ports))
+                };
+                link.capacity * share / (others + 1) as f64
+            })
+            .fold(f64::INFINITY, f64::min);
+        if !rate.is_finite() {
+            return Time::ZERO;
+        }
+        Time((piece / rate).ceil() as u64).saturating_sub(f.plan.nominal)
+    }
+
+    /// `flow` completed: the edges it feeds that were held for it may complete.
+    /// Those released together send their last pieces together: each counts the others
+    /// on its links.
+    pub(super) fn release_held(&mut self, flow: u32) {
+        let fed = std::mem::take(&mut self.fed[flow as usize]);
+        let released: Vec<u32> = fed
+            .iter()
+            .copied()
+            .filter(|&e| self.state.flows[e as usize].held.is_some())
+            .collect();
+        self.count_released(&released, 1);
+        for &e in &released {
+            let done = self.state.flows[e as usize].held.take().expect("held");
+            self.count_released(&[e], -1);
+            self.complete(e, done);
+            self.count_released(&[e], 1);
+        }
+        self.count_released(&released, -1);
+        self.fed[flow as usize] = fed;
+    }
+
+    /// Adds `by` to the released count of each link of `edges`.
+    fn count_released(&mut self, edges: &[u32], by: i32) {
+        for &e in edges {
+            for &l in &self.state.flows[e as usize].path {
+                let link = &mut self.links[l as usize];
+                link.released = link.released.checked_add_signed(by).expect("counted once");
+            }
+        }
+    }
+
+    /// A compact edge's transfer time alone on idle links: at its path's slowest port,
+    /// or over NVLink.
+    fn nominal_drain(&self, flow: u32) -> Time {
+        let f = &self.state.flows[flow as usize];
+        if Lifecycle::is_local(&self.topo, &f.msg) {
+            return self
+                .state
+                .lifecycle
+                .ideal_local(&self.topo, &f.msg)
+                .expect("a local message")
+                .saturating_sub(self.cfg.tx_latency)
+                .saturating_sub(self.topo.nvlink().latency);
+        }
+        let slowest = f
+            .path
+            .iter()
+            .filter(|&&p| (p as usize) < self.topo.ports().len())
+            .map(|&p| self.topo.port(PortId(p)).rate)
+            .min_by_key(|r| r.bps())
+            .expect("a path has a port");
+        slowest.serialization(self.flow_wire(f))
+    }
+
+    /// A ring step's reduction or copy of one `piece` on the GPU, on average over the
+    /// ring's steps (none without a GPU memory bandwidth).
+    fn step_prep(&self, p: Pipeline, piece: u64) -> Time {
+        match (p, self.topo.nvlink().gpu_memory) {
+            (Pipeline::Ring { steps, passes, .. }, Some(memory)) if steps > 1 => {
+                Time(memory.serialization(piece * passes as u64).ps() / (steps as u64 - 1))
+            }
+            _ => Time::ZERO,
+        }
+    }
+}
+
+/// Sets `ahead` for every edge of the ring `edge` is on: the sum of the steps of the
+/// `steps - 1` edges before it (following the feeds, round the ring as often as it
+/// takes).
+fn plan_ring(
+    edge: u32,
+    steps: u32,
+    upstream: &[Vec<u32>],
+    step: &[Time],
+    ahead: &mut [Option<Time>],
+) {
+    let mut ring = vec![edge];
+    loop {
+        let last = *ring.last().expect("not empty") as usize;
+        let &[up] = upstream[last].as_slice() else {
+            panic!("a ring edge has one feed");
+        };
+        if up == edge {
+            break;
+        }
+        ring.push(up);
+    }
+    let len = ring.len();
+    let total: u64 = ring.iter().map(|&e| step[e as usize].ps()).sum();
+    // prefix[j]: the steps of ring[0..j], round the ring twice.
+    let mut prefix = vec![0u64; 2 * len + 1];
+    for j in 0..2 * len {
+        prefix[j + 1] = prefix[j] + step[ring[j % len] as usize].ps();
+    }
+    let before = steps.saturating_sub(1) as usize;
+    let (rounds, rest) = ((before / len) as u64, before % len);
+    for (j, &e) in ring.iter().enumerate() {
+        let window = prefix[j + 1 + rest] - prefix[j + 1];
+        ahead[e as usize] = Some(Time(rounds * total + window));
+    }
+}
+
+/// A compact edge's pipeline at nominal rates: a piece's time on its own (`nominal`),
+/// and `ahead`, from the pipeline's start until the first piece it must wait for
+/// arrives: a ring edge's last step's, a chain or tree edge's first (see
+/// `Simulation::plan_pipelines`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct PipelinePlan {
+    nominal: Time,
+    ahead: Time,
+    /// A piece's ideal time on the edge, after its sender's reduction.
+    step: Time,
+}
+
+impl PipelinePlan {
+    /// What the pipeline adds to the edge's drain time (`drain`: from its posting to its
+    /// last byte leaving, at the rates it got).
+    ///
+    /// A ring of K steps of P pieces, each of time t = drain / (K P): piece p of step k
+    /// leaves at the later of the edge's previous piece and the same piece of step k-1
+    /// arriving from upstream, so the last leaves at
+    /// max(K P t, ahead + (K - 1)(t - nominal) + P t) - t: the edge is either busy
+    /// throughout or waits on the ring's latency (its own pieces slower than nominal
+    /// delay each step). A chain or tree edge enters only once its first piece is in
+    /// (`Simulation::post_after_feeds`) and ends no earlier than its feeds allow
+    /// (`Simulation::complete`): nothing to add.
+    pub(super) fn wait(self, p: Pipeline, drain: Time) -> Time {
+        match p {
+            Pipeline::Ring { steps, pieces, .. } => {
+                let t = Time(drain.ps() / p.pieces_on_wire().max(1));
+                let latency_bound = self.ahead
+                    + self.slower(p, drain) * (steps.max(1) as u64 - 1)
+                    + t * pieces as u64;
+                latency_bound.saturating_sub(drain)
+            }
+            Pipeline::Chain { .. } => Time::ZERO,
+        }
+    }
+
+    /// How much longer than nominal each piece took, at the edge's `drain`.
+    fn slower(self, p: Pipeline, drain: Time) -> Time {
+        Time(drain.ps() / p.pieces_on_wire().max(1)).saturating_sub(self.nominal)
+    }
+}

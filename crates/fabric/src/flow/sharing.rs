@@ -1,0 +1,119 @@
+//! Max-min fair sharing (water-filling) over the connected component of the touched
+//! links, once per instant.
+
+use super::{Event, Simulation};
+use fabricsim_core::units::Time;
+use std::collections::BinaryHeap;
+
+impl Simulation {
+    /// Marks the ports of `flow`'s path for the next re-share, due now.
+    pub(super) fn touch(&mut self, flow: u32) {
+        for &l in &self.state.flows[flow as usize].path {
+            self.dirty.push(l);
+        }
+        if !self.reshare_due {
+            self.reshare_due = true;
+            let now = self.state.queue.now();
+            self.state.queue.schedule(now, Event::Reshare);
+        }
+    }
+
+    /// Max-min fair rates for the flows connected to the touched ports, and their new
+    /// drain events. Progressive filling: the port with the smallest equal share fixes
+    /// its open flows at that share, which leaves the other ports on their paths.
+    pub(super) fn reshare(&mut self) {
+        self.reshare_due = false;
+        self.round += 1;
+        let round = self.round;
+        let now = self.state.queue.now();
+        // The connected component: ports -> their flows -> those flows' ports.
+        let mut ports: Vec<u32> = Vec::new();
+        let mut flows: Vec<u32> = Vec::new();
+        let mut stack = std::mem::take(&mut self.dirty);
+        while let Some(l) = stack.pop() {
+            let link = &mut self.links[l as usize];
+            if link.mark == round {
+                continue;
+            }
+            link.mark = round;
+            ports.push(l);
+            for &f in &link.flows {
+                if self.flow_mark[f as usize] != round {
+                    self.flow_mark[f as usize] = round;
+                    flows.push(f);
+                    stack.extend(&self.state.flows[f as usize].path);
+                }
+            }
+        }
+        // The rates before: a flow whose rate comes out the same keeps its drain event.
+        let before: Vec<f64> = flows
+            .iter()
+            .map(|&f| self.state.flows[f as usize].rate)
+            .collect();
+        for &f in &flows {
+            let fl = &mut self.state.flows[f as usize];
+            fl.remaining = (fl.remaining - fl.rate * (now - fl.since).ps() as f64).max(0.0);
+            fl.since = now;
+            fl.rate = -1.0;
+        }
+        let mut heap = BinaryHeap::new();
+        for &l in &ports {
+            let link = &mut self.links[l as usize];
+            let per_port = link.flows.len().div_ceil(link.members.len().max(1));
+            link.left = if link.stage {
+                link.capacity
+            } else {
+                link.capacity * self.cfg.sharing_share(per_port)
+            };
+            link.open = link.flows.len() as u32;
+            if link.open > 0 {
+                heap.push(std::cmp::Reverse((share_key(link.left, link.open), l)));
+            }
+        }
+        while let Some(std::cmp::Reverse((key, l))) = heap.pop() {
+            let link = &self.links[l as usize];
+            if link.open == 0 || share_key(link.left, link.open) != key {
+                continue;
+            }
+            let share = link.left / link.open as f64;
+            let members = link.flows.clone();
+            for f in members {
+                if self.state.flows[f as usize].rate >= 0.0 {
+                    continue;
+                }
+                self.state.flows[f as usize].rate = share;
+                for &other in &self.state.flows[f as usize].path {
+                    let o = &mut self.links[other as usize];
+                    o.left = (o.left - share).max(0.0);
+                    o.open -= 1;
+                    if o.open > 0 && other != l {
+                        heap.push(std::cmp::Reverse((share_key(o.left, o.open), other)));
+                    }
+                }
+            }
+        }
+        for (&f, &rate) in flows.iter().zip(&before) {
+            let fl = &mut self.state.flows[f as usize];
+            if fl.rate == rate {
+                continue;
+            }
+            fl.epoch += 1;
+            let ps = (fl.remaining / fl.rate).ceil();
+            let at = now
+                + Time(if ps.is_finite() {
+                    ps as u64
+                } else {
+                    u64::MAX / 4
+                });
+            let epoch = fl.epoch;
+            self.state
+                .queue
+                .schedule(at, Event::Drained { flow: f, epoch });
+        }
+    }
+}
+
+/// A water-filling share as an orderable key: positive floats order as their bits.
+fn share_key(left: f64, open: u32) -> u64 {
+    (left / open as f64).to_bits()
+}
