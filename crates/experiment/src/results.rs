@@ -330,6 +330,21 @@ pub fn percentile<T: Copy + Default>(sorted: &[T], p: f64) -> T {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
+/// Nearest-rank percentile of sorted `(value, weight)` pairs, each standing for `weight`
+/// equal values (0 if there are none).
+pub fn weighted_percentile(sorted: &[(u64, u64)], p: f64) -> u64 {
+    let total: u64 = sorted.iter().map(|v| v.1).sum();
+    let rank = (((p / 100.0) * total as f64).ceil() as u64).clamp(1, total.max(1));
+    let mut seen = 0;
+    for &(value, weight) in sorted {
+        seen += weight;
+        if seen >= rank {
+            return value;
+        }
+    }
+    0
+}
+
 /// Whether a flow crossed the network: its ends are in different servers of
 /// `gpus_per_node` GPUs. Transfers inside a server (NVLink, a host data path's stages,
 /// whose ends are one host) are not the network's.
@@ -362,12 +377,23 @@ pub fn goodput_gbps(r: &RunReport, gpus_per_node: u32) -> f64 {
 pub fn summary(scenario: &Scenario, out: &Outcome) -> Summary {
     let r = &out.report;
     let gpn = scenario.gpus_per_node;
-    let completed = r.flows.iter().filter(|f| f.finish.is_some()).count();
-    let mut fcts: Vec<u64> = r
+    // At flow level a compact edge stands for its pieces: counted as they are, each at
+    // its piece's completion time, so both levels count and rank the same messages.
+    let count: u64 = r.flows.iter().map(|f| f.pieces).sum();
+    let completed: u64 = r
+        .flows
+        .iter()
+        .filter(|f| f.finish.is_some())
+        .map(|f| f.pieces)
+        .sum();
+    let mut fcts: Vec<(u64, u64)> = r
         .flows
         .iter()
         .filter(|f| crosses_network(f, gpn))
-        .filter_map(|f| f.finish.map(|t| (t - f.start).ns()))
+        .filter_map(|f| {
+            let fct = f.piece_fct.or(f.finish.map(|t| t - f.start))?;
+            Some((fct.ns(), f.pieces))
+        })
         .collect();
     fcts.sort_unstable();
     Summary {
@@ -379,14 +405,14 @@ pub fn summary(scenario: &Scenario, out: &Outcome) -> Summary {
         events: r.events,
         wall_seconds: out.wall_seconds,
         flows: FlowCounts {
-            count: r.flows.len(),
-            completed,
+            count: count as usize,
+            completed: completed as usize,
             bytes: r.flows.iter().map(|f| f.bytes).sum(),
         },
         fct_ns: Percentiles {
-            p50: percentile(&fcts, 50.0),
-            p99: percentile(&fcts, 99.0),
-            max: fcts.last().copied().unwrap_or(0),
+            p50: weighted_percentile(&fcts, 50.0),
+            p99: weighted_percentile(&fcts, 99.0),
+            max: fcts.last().map_or(0, |f| f.0),
         },
         goodput_gbps: goodput_gbps(r, gpn),
         drops: r.drops,
@@ -591,7 +617,25 @@ impl Summary {
 
 #[cfg(test)]
 mod tests {
-    use super::sensitivity;
+    use super::{percentile, sensitivity, weighted_percentile};
+
+    #[test]
+    fn a_weighted_percentile_is_the_plain_one_over_the_repeated_values() {
+        let pairs = [(3, 1), (5, 4), (9, 2), (20, 1)];
+        let mut plain: Vec<u64> = pairs
+            .iter()
+            .flat_map(|&(v, w)| std::iter::repeat_n(v, w as usize))
+            .collect();
+        plain.sort_unstable();
+        for p in [0.0, 10.0, 12.5, 50.0, 62.5, 87.5, 99.0, 100.0] {
+            assert_eq!(
+                weighted_percentile(&pairs, p),
+                percentile(&plain, p),
+                "p{p}"
+            );
+        }
+        assert_eq!(weighted_percentile(&[], 50.0), 0);
+    }
 
     #[test]
     fn a_microsecond_more_per_exchange_never_saves_time() {

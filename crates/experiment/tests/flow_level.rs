@@ -398,3 +398,30 @@ fn flow_level_refuses_what_it_does_not_model_and_auto_warns_of_it() {
     let equal = format!("[simulation]\nlevel = \"flow\"\n[fabric]\nkind = \"infiniband\"\n[fabric.infiniband]\nvirtual_lanes = 2\nvl_weights = [64, 64]\n{traffic}");
     assert!(Scenario::parse(&equal, "s").is_ok());
 }
+
+#[test]
+fn a_compact_edge_reports_its_pieces_so_both_levels_count_and_rank_the_same_messages() {
+    let ranks: Vec<String> = (0..32).map(|r| r.to_string()).collect();
+    for fabric in ["infiniband", "rocev2"] {
+        let s = scenario(&format!(
+            "[fabric]\nkind = \"{fabric}\"\n[topology]\nkind = \"fat-tree\"\nk = 8\n[[traffic]]\nkind = \"collective\"\nop = \"all-reduce\"\nalgorithm = \"ring\"\nranks = [{}]\nsize = \"8MiB\"\n",
+            ranks.join(", ")
+        ));
+        let summary = |level| {
+            let out = at(level, &s);
+            results::summary(&s, &out)
+        };
+        let (flow, packet) = (summary(Level::Flow), summary(Level::Packet));
+        // 32 edges at flow level, each standing for 62 steps of its pieces.
+        assert_eq!(flow.flows.count, packet.flows.count, "{fabric}");
+        assert_eq!(flow.flows.completed, packet.flows.completed, "{fabric}");
+        assert_eq!(flow.flows.bytes, packet.flows.bytes, "{fabric}");
+        let err = flow.fct_ns.p50 as f64 / packet.fct_ns.p50 as f64 - 1.0;
+        assert!(
+            err.abs() < 0.02,
+            "{fabric}: p50 {} vs {} ns",
+            flow.fct_ns.p50,
+            packet.fct_ns.p50
+        );
+    }
+}

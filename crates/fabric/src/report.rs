@@ -18,6 +18,12 @@ pub struct FlowResult {
     /// Ideal completion time on an empty fabric (see `ideal_fct`).
     pub ideal: Time,
     pub delivered_bytes: u64,
+    /// The messages it stands for: 1, or at flow level a compact collective edge's
+    /// pieces on the wire (each a message at packet level).
+    pub pieces: u64,
+    /// A compact edge's piece's completion time, from its posting (its step); None for
+    /// a plain message.
+    pub piece_fct: Option<Time>,
 }
 
 impl FlowResult {
@@ -32,6 +38,8 @@ impl FlowResult {
             acked: None,
             ideal,
             delivered_bytes: 0,
+            pieces: 1,
+            piece_fct: None,
         }
     }
 }

@@ -63,6 +63,9 @@ pub(crate) struct Flow {
     plan: PipelinePlan,
     /// A compact chain or tree edge's completion, held until its feeds complete.
     held: Option<Time>,
+    /// A compact edge's piece's time from its posting to its completion: its step at
+    /// nominal rates, slower by what its drain showed.
+    piece_time: Time,
     /// Bumped at every re-share: a `Drained` event of an older epoch is stale.
     epoch: u32,
 }
@@ -188,6 +191,7 @@ impl Simulation {
                 epoch: 0,
                 plan: PipelinePlan::default(),
                 held: None,
+                piece_time: Time::ZERO,
             })
             .collect();
         let links = topo
@@ -321,6 +325,9 @@ impl Simulation {
         f.life.injected = true;
         let successor = f.life.successor.take();
         let drain = now - posted;
+        if let Some(p) = pipeline {
+            f.piece_time = plan.piece_time(p, drain);
+        }
         let done = fill
             + match pipeline {
                 None => now + self.lead(&m, &path),
@@ -348,6 +355,13 @@ impl Simulation {
     /// Everything measured, for the experiment layer. Flow level has no queues, pauses,
     /// marks or drops to report: those counters are zero.
     pub fn report(&self) -> RunReport {
+        let mut flows = self.state.flow_results(|m| self.ideal_fct(m));
+        for (r, f) in flows.iter_mut().zip(&self.state.flows) {
+            if let Some(p) = f.pipeline {
+                r.pieces = p.pieces_on_wire().max(1);
+                r.piece_fct = r.finish.map(|_| f.piece_time);
+            }
+        }
         let mut ports: Vec<PortResult> = (0..self.topo.ports().len())
             .map(|i| PortResult {
                 tx_bytes: self.links[i].tx_bytes,
@@ -370,7 +384,7 @@ impl Simulation {
         RunReport {
             sim_time: self.state.sim_time(),
             events: self.events(),
-            flows: self.state.flow_results(|m| self.ideal_fct(m)),
+            flows,
             ports,
             drops: 0,
             retransmitted_packets: 0,

@@ -281,6 +281,12 @@ impl PipelinePlan {
         }
     }
 
+    /// A piece's time from its posting to its completion: its step, slower by what the
+    /// edge's `drain` showed.
+    pub(super) fn piece_time(self, p: Pipeline, drain: Time) -> Time {
+        self.step + self.slower(p, drain)
+    }
+
     /// How much longer than nominal each piece took, at the edge's `drain`.
     fn slower(self, p: Pipeline, drain: Time) -> Time {
         Time(drain.ps() / p.pieces_on_wire().max(1)).saturating_sub(self.nominal)
