@@ -7,8 +7,10 @@ use crate::scenario::{FabricKind, Scenario};
 use fabricsim_core::units::Time;
 use fabricsim_fabric::report::{Deadlock, FlowResult, RunReport};
 use fabricsim_fabric::rocev2::RateSample;
+use fabricsim_fabric::workload::Training;
 use serde::Serialize;
 use std::fmt::Write as _;
+use std::ops::Range;
 use std::path::Path;
 
 #[derive(Serialize, Debug, Clone, PartialEq)]
@@ -149,6 +151,10 @@ pub struct TrainingResult {
     pub algorithm: &'static str,
     pub overlap: bool,
     pub iteration_ns: Vec<Option<f64>>,
+    /// Each rank's iteration time (from its previous iteration's last arrival to this
+    /// one's), over every rank and the steady iterations (all of them if there is only
+    /// one): the spread over ranks and iterations; null if a message is unfinished.
+    pub iteration_spread_ns: Option<Percentiles>,
     pub iteration_time_ns: Option<f64>,
     pub compute_ns: f64,
     pub exposed_communication_ns: Option<f64>,
@@ -200,6 +206,14 @@ pub fn training_results(out: &Outcome) -> Vec<TrainingResult> {
                 None
             };
             let compute_ns = t.compute().ps() as f64 / 1e3;
+            let iteration_spread_ns = rank_iterations(out, t, ranges).map(|mut times| {
+                times.sort_unstable();
+                Percentiles {
+                    p50: percentile(&times, 50.0),
+                    p99: percentile(&times, 99.0),
+                    max: times.last().copied().unwrap_or(0),
+                }
+            });
             TrainingResult {
                 ranks: t.ranks.len() as u32,
                 gradient_bytes: t.gradient,
@@ -207,6 +221,7 @@ pub fn training_results(out: &Outcome) -> Vec<TrainingResult> {
                 algorithm: t.algorithm.name(),
                 overlap: t.overlap,
                 iteration_ns,
+                iteration_spread_ns,
                 iteration_time_ns: iteration,
                 compute_ns,
                 exposed_communication_ns: iteration.map(|i| i - compute_ns),
@@ -217,6 +232,30 @@ pub fn training_results(out: &Outcome) -> Vec<TrainingResult> {
             }
         })
         .collect()
+}
+
+/// Every rank's iteration times in ns, the first iteration left out when there are more:
+/// from the rank's previous last arrival (the job's start for the first) to the last
+/// message it receives in the iteration. None if a message is unfinished.
+fn rank_iterations(out: &Outcome, t: &Training, ranges: &[Range<u32>]) -> Option<Vec<u64>> {
+    let slot: std::collections::BTreeMap<u32, usize> =
+        t.ranks.iter().enumerate().map(|(i, h)| (h.0, i)).collect();
+    let mut previous = vec![t.start; t.ranks.len()];
+    let mut times = Vec::new();
+    for (k, r) in ranges.iter().enumerate() {
+        let mut end = previous.clone();
+        for f in &out.report.flows[r.start as usize..r.end as usize] {
+            let finish = f.finish?;
+            if let Some(&i) = slot.get(&f.dst) {
+                end[i] = end[i].max(finish);
+            }
+        }
+        if k > 0 || ranges.len() == 1 {
+            times.extend(end.iter().zip(&previous).map(|(e, p)| (*e - *p).ns()));
+        }
+        previous = end;
+    }
+    Some(times)
 }
 
 /// Fills each training job's sensitivity from a run with one more microsecond per message.

@@ -79,6 +79,18 @@ fn with_overlap_only_the_last_bucket_is_exposed() {
         "exposed {exposed:.0} ns vs the last bucket's all-reduce {t_bucket:.0} ns"
     );
     assert!((r.iteration_time_ns.unwrap() - (5e6 + exposed)).abs() < 1.0);
+    // Every rank's steady iterations: ordered percentiles around the mean iteration,
+    // which is their mean over ranks' last arrivals (within a rank's arrival skew).
+    let spread = r.iteration_spread_ns.clone().unwrap();
+    assert!(
+        spread.p50 <= spread.p99 && spread.p99 <= spread.max,
+        "{spread:?}"
+    );
+    let mean = r.iteration_time_ns.unwrap();
+    assert!(
+        (spread.p50 as f64 - mean).abs() / mean < 0.01,
+        "{spread:?} vs {mean}"
+    );
 }
 
 #[test]
