@@ -650,6 +650,30 @@ pub fn grid_line_after(t: Time, grid: Time) -> Time {
 }
 
 impl<E, F, C> RunState<E, F, C> {
+    /// A run about to start: its queue (the first posts scheduled), its messages, their
+    /// life cycle, where it stops, and its lookahead grid (None on one thread).
+    pub fn new(
+        queue: EventQueue<E>,
+        flows: Vec<F>,
+        lifecycle: Lifecycle,
+        stop_at: Option<Time>,
+        grid: Option<Time>,
+    ) -> Self {
+        RunState {
+            queue,
+            flows,
+            lifecycle,
+            stop_at,
+            stopped_by_time: false,
+            deadlock: None,
+            capture: None,
+            grid,
+            drain_until: None,
+            drained: false,
+            merged: None,
+        }
+    }
+
     /// The next event due by `stop_at` (and, once every message has completed on a
     /// fabric with a lookahead grid, before the grid's next line); `None` once none is,
     /// noting why.
