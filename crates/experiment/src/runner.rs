@@ -8,7 +8,7 @@ use crate::results::{self, Summary};
 use crate::scenario::{FabricKind, Scenario};
 use fabricsim_core::units::HostId;
 use fabricsim_core::units::Time;
-use fabricsim_fabric::flow::{self, FlowConfig, FlowRouting, FlowWire};
+use fabricsim_fabric::flow::{self, FlowConfig, FlowRouting, FlowWire, Sharing};
 use fabricsim_fabric::infiniband::{self, CaptureFilter, Captured};
 pub use fabricsim_fabric::parallel::Trial;
 use fabricsim_fabric::report::RunReport;
@@ -159,7 +159,7 @@ pub fn run_threaded(
             if scenario.fabric == FabricKind::Rocev2 {
                 probe = probe_size(&workload);
                 cfg.sharing = sharing_probe(scenario, probe)?;
-                probed = cfg.sharing.last().map_or(1, |p| p.0);
+                probed = cfg.sharing.last().map_or(1, |p| p.load);
             }
             let flow = flow::Simulation::new(cfg, topo, &workload, scenario.stop_at)?;
             (Model::Flow(Box::new(flow)), Err(None))
@@ -367,50 +367,72 @@ fn probe_size(w: &fabricsim_fabric::workload::Workload) -> u64 {
     median.clamp(64 << 10, 4 << 20)
 }
 
-/// The share of a RoCEv2 port's line rate that N flows crossing it get at packet level,
-/// measured on the scenario's own RoCEv2 settings (rate, buffer, PFC, ECN, DCQCN): N
-/// senders of `size` bytes into one host on one switch. The share is the fair drain time
-/// (N messages' link time) over the measured one (the last completion less the lone
-/// message's fixed latency). A calibration run the model redoes for every flow-level
-/// RoCEv2 run.
-fn sharing_probe(scenario: &Scenario, size: u64) -> Result<Vec<(u32, f64)>, String> {
-    let wire = flow_config(scenario).wire_bytes(size);
+/// How a RoCEv2 port under a load of N is shared at packet level, measured on the
+/// scenario's own RoCEv2 settings (rate, buffer, PFC, ECN, DCQCN): N senders into one
+/// host on one switch, with messages of `size` and of four times it. Each gives the time
+/// T the last message took beyond the lone message's fixed latency, against F, the N
+/// messages' time at line rate; the line T = F / steady + transient through both points
+/// gives the steady share and the transient (DCQCN's first cuts and slow recovery; below
+/// zero where the smaller size stayed under the ECN threshold). A calibration run the
+/// model redoes for every flow-level RoCEv2 run.
+fn sharing_probe(scenario: &Scenario, size: u64) -> Result<Vec<Sharing>, String> {
     let mut points = Vec::with_capacity(PROBE_FANS.len());
     for n in PROBE_FANS {
-        let topo = fabricsim_core::topology::Topology::single_switch(
-            n + 1,
-            scenario.link_rate,
-            scenario.link_delay,
-        )?;
-        let incast = Traffic::Incast {
-            senders: (1..=n).map(HostId).collect(),
-            dst: HostId(0),
-            size,
-            start: Time::ZERO,
-            sl: 0,
-        };
-        let workload = build(&[incast], scenario.seed);
-        let cfg = rocev2::RoceConfig {
-            seed: scenario.seed,
-            ..scenario.roce.clone()
-        };
-        // A switch of N + 1 ports may not fit its headroom into the scenario's buffer:
-        // the probe stops at the largest that does.
-        let Ok(mut sim) = rocev2::Simulation::new(cfg, topo, &workload, None) else {
+        let (Some(a), Some(b)) = (
+            incast_probe(scenario, n, size)?,
+            incast_probe(scenario, n, 4 * size)?,
+        ) else {
             break;
         };
-        sim.run();
-        let report = sim.report();
-        let Some(last) = report.flows.iter().filter_map(|f| f.finish).max() else {
-            continue;
-        };
-        let link = scenario.link_rate.serialization(wire);
-        let fixed = report.flows[0].ideal.saturating_sub(link);
-        let measured = last.saturating_sub(fixed).ps() as f64;
-        let fair = link.ps() as f64 * n as f64;
-        points.push((n, (fair / measured).min(1.0)));
+        let ((fa, ta), (fb, tb)) = (a, b);
+        // The larger transfer takes longer: the line rises.
+        let steady = (fb - fa) / (tb - ta).max(1.0);
+        points.push(Sharing {
+            load: n,
+            steady,
+            transient: ta - fa / steady,
+            small_fair: fa,
+            small_share: (fa / ta).min(1.0),
+        });
     }
     Ok(points)
+}
+
+/// One probe of [`sharing_probe`]: N senders of `size` into one host on one switch, as
+/// (the messages' time at line rate, the time the last took beyond the fixed latency),
+/// in picoseconds; None where a switch of N + 1 ports cannot fit its headroom into the
+/// scenario's buffer.
+fn incast_probe(scenario: &Scenario, n: u32, size: u64) -> Result<Option<(f64, f64)>, String> {
+    let wire = flow_config(scenario).wire_bytes(size);
+    let topo = fabricsim_core::topology::Topology::single_switch(
+        n + 1,
+        scenario.link_rate,
+        scenario.link_delay,
+    )?;
+    let incast = Traffic::Incast {
+        senders: (1..=n).map(HostId).collect(),
+        dst: HostId(0),
+        size,
+        start: Time::ZERO,
+        sl: 0,
+    };
+    let workload = build(&[incast], scenario.seed);
+    let cfg = rocev2::RoceConfig {
+        seed: scenario.seed,
+        ..scenario.roce.clone()
+    };
+    let Ok(mut sim) = rocev2::Simulation::new(cfg, topo, &workload, None) else {
+        return Ok(None);
+    };
+    sim.run();
+    let report = sim.report();
+    let Some(last) = report.flows.iter().filter_map(|f| f.finish).max() else {
+        return Ok(None);
+    };
+    let link = scenario.link_rate.serialization(wire);
+    let fixed = report.flows[0].ideal.saturating_sub(link);
+    let measured = last.saturating_sub(fixed).ps() as f64;
+    Ok(Some((link.ps() as f64 * n as f64, measured)))
 }
 
 /// What a flow-level run's figures rest on beyond the fair share: on RoCEv2 (a `probe`
@@ -456,11 +478,8 @@ fn tree_note(scenario: &Scenario) -> Option<String> {
 
 /// The RoCEv2 sharing correction's notes (see `flow_notes`).
 fn sharing_notes(sim: &flow::Simulation, probe: u64, probed: u32) -> Vec<String> {
-    let shared = sim.peak_sharing();
-    let Some(share) = sim
-        .port_share(shared as usize)
-        .filter(|_| probe > 0 && shared > 1)
-    else {
+    let load = sim.peak_load();
+    let Some(at) = sim.sharing_at(load).filter(|_| probe > 0) else {
         return Vec::new();
     };
     let errs = match crate::calibrate::recorded_range("rocev2", |_| true) {
@@ -472,13 +491,15 @@ fn sharing_notes(sim: &flow::Simulation, probe: u64, probed: u32) -> Vec<String>
         None => "flow level on RoCEv2 has no calibration record".to_string(),
     };
     let mut notes = vec![format!(
-        "flow level on RoCEv2: ports shared by up to {shared} flows kept {:.0} % of their line rate at {shared}, as packet level measured on {shared}:1 incasts of {} KiB with this scenario's RoCEv2 settings (DCQCN and PFC cut below the fair share); {errs}: run at packet level where it matters",
-        share * 100.0,
-        probe >> 10
+        "flow level on RoCEv2: ports were loaded up to {load:.1} times their line rate (what their flows' senders could send); at that load DCQCN and PFC keep {:.0} % of it once settled, after a transient of {:.0} us, as packet level measured on incasts of {} KiB and {} KiB with this scenario's RoCEv2 settings; {errs}: run at packet level where it matters",
+        at.steady * 100.0,
+        at.transient / 1e6,
+        probe >> 10,
+        (4 * probe) >> 10
     )];
-    if shared > probed {
+    if load > probed as f64 {
         notes.push(format!(
-            "flow level on RoCEv2: up to {shared} flows shared one port, beyond the {probed} the probe measured (its {probed}-flow share is used): outside the calibrated range"
+            "flow level on RoCEv2: a port was loaded {load:.1} times its line rate, beyond the {probed}:1 incast the probe measured (its sharing is used): outside the calibrated range"
         ));
     }
     notes

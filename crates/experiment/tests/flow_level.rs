@@ -425,3 +425,30 @@ fn a_compact_edge_reports_its_pieces_so_both_levels_count_and_rank_the_same_mess
         );
     }
 }
+
+#[test]
+fn a_rocev2_ring_over_oversubscribed_uplinks_pays_dcqcns_transient_once() {
+    // 64 hosts of a 2:1 leaf-spine (16 x 400G down, 2 x 1.6T up per leaf), the ring
+    // crossing a leaf at every hop: every uplink carries twice what it can. DCQCN cuts
+    // once and settles near the fair share, so packet level is within a fifth of the
+    // lossless figure; the probe's transient and steady share must reproduce it (the
+    // 4 MiB share charged as a rate made this +49 %). Ceiling 12 %: measured +9.1 %,
+    // the target of 5 % is not yet met.
+    let ranks: Vec<String> = (0..64)
+        .map(|i| ((i % 4) * 16 + i / 4).to_string())
+        .collect();
+    let s = scenario(&format!(
+        "[fabric]\nkind = \"rocev2\"\n[topology]\nkind = \"leaf-spine\"\nhosts = 64\nleaves = 4\nspines = 2\nuplink_rate = \"1600Gbps\"\n[[traffic]]\nkind = \"collective\"\nop = \"all-reduce\"\nalgorithm = \"ring\"\nranks = [{}]\nsize = \"32MiB\"\n",
+        ranks.join(", ")
+    ));
+    let flow = collective_results(&at(Level::Flow, &s))[0].time_ns.unwrap();
+    let packet = collective_results(&at(Level::Packet, &s))[0]
+        .time_ns
+        .unwrap();
+    let err = flow / packet - 1.0;
+    assert!(
+        err.abs() < 0.12,
+        "flow {flow} ns vs packet {packet} ns ({:+.1} %)",
+        err * 100.0
+    );
+}

@@ -34,31 +34,79 @@ pub struct FlowConfig {
     pub rx_latency: Time,
     pub switch_latency: Time,
     pub routing: FlowRouting,
-    /// The share of its line rate a port keeps when N flows cross it, as `(N, share)`
-    /// points in increasing N (linear in log2 N between them, the last point's share
-    /// beyond it); empty: the whole line rate. The experiment layer measures it at packet
-    /// level (RoCEv2's congestion control cutting rates below the fair share).
-    pub sharing: Vec<(u32, f64)>,
+    /// How congestion control shares an overloaded port, by load, in increasing load
+    /// (see [`Sharing`]); empty: the whole line rate. The experiment layer measures it at
+    /// packet level (RoCEv2's congestion control cutting rates below the fair share).
+    pub sharing: Vec<Sharing>,
+}
+
+/// How a port under a given load is shared when congestion control acts, measured at
+/// two transfer sizes: transfers that would take F at line rate take F / `steady` +
+/// `transient` (the line through both measurements), or keep the smaller measurement's
+/// `small_share` where F is at most its `small_fair`. The load is what the senders of
+/// the flows crossing the port could send, in units of its line rate (N line-rate
+/// senders into one host: N; sixteen 400G senders over two 1.6T uplinks: 2). DCQCN's
+/// first cuts and slow recovery cost about the same time however long the transfers are
+/// (the transient), and the rate it settles to is the steady share; where the smaller
+/// size stayed under the ECN threshold the transient comes out below zero and the line
+/// rises to the smaller size's share.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sharing {
+    pub load: u32,
+    pub steady: f64,
+    /// Picoseconds.
+    pub transient: f64,
+    /// The smaller measurement: its transfers' time at line rate (picoseconds), and the
+    /// share it kept.
+    pub small_fair: f64,
+    pub small_share: f64,
 }
 
 impl FlowConfig {
-    /// The share of the line rate a port crossed by `n` flows keeps.
-    pub(super) fn sharing_share(&self, n: usize) -> f64 {
-        let n = n as f64;
-        let Some(&(first, _)) = self.sharing.first() else {
-            return 1.0;
+    /// The share of its line rate a port under `load` keeps while its flows have `fair`
+    /// picoseconds of bytes at line rate to send (see [`Sharing`]), at most 1, with the
+    /// measurements interpolated in log2 of the load between the measured loads (from
+    /// no loss at a load of 1), the last one's beyond it.
+    pub(super) fn sharing_share(&self, load: f64, fair: f64) -> f64 {
+        match self.sharing_at(load) {
+            Some(p) if fair <= p.small_fair => p.small_share,
+            Some(p) => (fair / (fair / p.steady + p.transient)).min(1.0),
+            None => 1.0,
+        }
+    }
+
+    /// The sharing at `load`, interpolated as [`Self::sharing_share`] says; None below a
+    /// load of 1 or without a measurement.
+    pub fn sharing_at(&self, load: f64) -> Option<Sharing> {
+        if load <= 1.0 || self.sharing.is_empty() {
+            return None;
+        }
+        let unloaded = Sharing {
+            load: 1,
+            steady: 1.0,
+            transient: 0.0,
+            small_fair: self.sharing[0].small_fair,
+            small_share: 1.0,
         };
-        if n < first as f64 {
-            return 1.0;
-        }
-        for w in self.sharing.windows(2) {
-            let ((a, ea), (b, eb)) = (w[0], w[1]);
-            if n <= b as f64 {
-                let x = (n.log2() - (a as f64).log2()) / ((b as f64).log2() - (a as f64).log2());
-                return ea + (eb - ea) * x;
+        let mut lo = unloaded;
+        let mut point = *self.sharing.last().expect("not empty");
+        for &p in &self.sharing {
+            if load <= p.load as f64 {
+                let x = (load.log2() - (lo.load as f64).log2())
+                    / ((p.load as f64).log2() - (lo.load as f64).log2());
+                let mix = |a: f64, b: f64| a + (b - a) * x;
+                point = Sharing {
+                    load: p.load,
+                    steady: mix(lo.steady, p.steady),
+                    transient: mix(lo.transient, p.transient),
+                    small_fair: mix(lo.small_fair, p.small_fair),
+                    small_share: mix(lo.small_share, p.small_share),
+                };
+                break;
             }
+            lo = p;
         }
-        self.sharing.last().expect("not empty").1
+        Some(point)
     }
 }
 

@@ -30,7 +30,7 @@ mod paths;
 mod pipeline;
 mod sharing;
 
-pub use config::{FlowConfig, FlowRouting, FlowWire};
+pub use config::{FlowConfig, FlowRouting, FlowWire, Sharing};
 use pipeline::PipelinePlan;
 
 use crate::driver::{self, Lifecycle, LifecycleEvent, MessageFabric, Progress, RunState};
@@ -116,6 +116,13 @@ struct Link {
     stage: bool,
     /// Line rate, bytes per picosecond.
     capacity: f64,
+    /// A port's or trunk's line rate, bits per second (0 for a data-path resource or
+    /// NVLink).
+    line_bps: u64,
+    /// What the senders of the flows crossing it could send, bits per second.
+    demand_bps: u64,
+    /// The flows' wire bytes, whole.
+    flow_bytes: u64,
     /// The flows crossing it now, in the order they started.
     flows: Vec<u32>,
     /// Compact chain or tree edges across it released together by their feed's
@@ -128,6 +135,25 @@ struct Link {
     open: u32,
     /// The re-share that last visited it.
     mark: u32,
+}
+
+impl Link {
+    /// What its flows' senders could send, in units of its line rate (0 off the network).
+    fn load(&self) -> f64 {
+        if self.line_bps == 0 {
+            return 0.0;
+        }
+        self.demand_bps as f64 / self.line_bps as f64
+    }
+
+    /// The share of its line rate congestion control leaves it (see [`Sharing`]): its
+    /// flows' whole bytes at line rate are what the transient is weighed against.
+    fn share(&self, cfg: &FlowConfig) -> f64 {
+        if self.stage {
+            return 1.0;
+        }
+        cfg.sharing_share(self.load(), self.flow_bytes as f64 / self.capacity)
+    }
 }
 
 /// The flow-level simulation of one workload on one topology.
@@ -153,8 +179,9 @@ pub struct Simulation {
     resources: HashMap<u32, u32>,
     /// The link standing for each GPU's NVLink out and in. Looked up, never iterated.
     nvlinks: HashMap<(u32, bool), u32>,
-    /// The most flows that shared one port at once (a trunk's flows over its ports).
-    peak_sharing: u32,
+    /// The highest load a port (or trunk) carried: what its flows' senders could send,
+    /// in units of its line rate (see [`Sharing`]).
+    peak_load: f64,
     /// A compact chain or tree edge's feeds (`Workload::feeds`), and each edge's chain
     /// or tree edges it feeds.
     feeds: Vec<Vec<u32>>,
@@ -199,6 +226,7 @@ impl Simulation {
             .iter()
             .map(|p| Link {
                 capacity: p.rate.bps() as f64 / 8e12,
+                line_bps: p.rate.bps(),
                 ..Link::default()
             })
             .collect();
@@ -228,7 +256,7 @@ impl Simulation {
             trunk_paths: HashMap::new(),
             resources: HashMap::new(),
             nvlinks: HashMap::new(),
-            peak_sharing: 0,
+            peak_load: 0.0,
             feeds: Vec::new(),
             fed: Vec::new(),
             topo,
@@ -243,15 +271,26 @@ impl Simulation {
         self.state.queue.popped()
     }
 
-    /// The share of its line rate a port crossed by `n` flows keeps (see
-    /// [`FlowConfig::sharing`]); None without a sharing correction.
-    pub fn port_share(&self, n: usize) -> Option<f64> {
-        (!self.cfg.sharing.is_empty()).then(|| self.cfg.sharing_share(n))
+    /// How a port under `load` is shared (see [`FlowConfig::sharing`]); None without a
+    /// sharing correction or below a load of 1.
+    pub fn sharing_at(&self, load: f64) -> Option<Sharing> {
+        self.cfg.sharing_at(load)
     }
 
-    /// The most flows that shared one port at once.
-    pub fn peak_sharing(&self) -> u32 {
-        self.peak_sharing
+    /// The highest load a port carried, in units of its line rate.
+    pub fn peak_load(&self) -> f64 {
+        self.peak_load
+    }
+
+    /// What a flow's sender can send, bits per second: its first port's line rate (0 for
+    /// a flow inside a server, which loads no network port).
+    pub(super) fn sender_bps(&self, flow: u32) -> u64 {
+        match self.state.flows[flow as usize].path.first() {
+            Some(&p) if (p as usize) < self.topo.ports().len() => {
+                self.topo.port(PortId(p)).rate.bps()
+            }
+            _ => 0,
+        }
     }
 
     /// The simulated clock.
@@ -288,9 +327,12 @@ impl Simulation {
         };
         let piece = m.size / packets;
         let wire = self.flow_wire(&self.state.flows[flow as usize]);
+        let sender = self.sender_bps(flow);
         for &l in &path {
             let link = &mut self.links[l as usize];
             link.flows.retain(|&f| f != flow);
+            link.demand_bps -= sender;
+            link.flow_bytes -= wire;
             link.tx_bytes += wire;
             link.tx_packets += packets * piece.div_ceil(self.cfg.mtu as u64).max(1);
         }
@@ -437,17 +479,17 @@ impl MessageFabric for Simulation {
 
     /// The message becomes a flow on its path, shared at the next re-share.
     fn enqueue(&mut self, flow: u32) {
+        let sender = self.sender_bps(flow);
         let path = std::mem::take(&mut self.state.flows[flow as usize].path);
         let wire = self.flow_wire(&self.state.flows[flow as usize]);
         let now = self.state.queue.now();
         for &l in &path {
             let link = &mut self.links[l as usize];
             link.flows.push(flow);
+            link.demand_bps += sender;
+            link.flow_bytes += wire;
             if !link.stage {
-                let ports = link.members.len().max(1);
-                self.peak_sharing = self
-                    .peak_sharing
-                    .max(link.flows.len().div_ceil(ports) as u32);
+                self.peak_load = self.peak_load.max(link.load());
             }
         }
         let f = &mut self.state.flows[flow as usize];

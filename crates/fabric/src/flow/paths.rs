@@ -161,6 +161,7 @@ impl Simulation {
         let id = self.links.len() as u32;
         self.links.push(Link {
             capacity: ports.iter().map(|&p| self.links[p as usize].capacity).sum(),
+            line_bps: ports.iter().map(|&p| self.links[p as usize].line_bps).sum(),
             members: ports.clone(),
             ..Link::default()
         });

@@ -127,13 +127,7 @@ impl Simulation {
                 let link = &self.links[l as usize];
                 let others =
                     link.flows.iter().filter(|&&o| o != flow).count() + link.released as usize;
-                let ports = link.members.len().max(1);
-                let share = if link.stage {
-                    1.0
-                } else {
-                    self.cfg.sharing_share((others + 1).div_ceil(ports))
-                };
-                link.capacity * share / (others + 1) as f64
+                link.capacity * link.share(&self.cfg) / (others + 1) as f64
             })
             .fold(f64::INFINITY, f64::min);
         if !rate.is_finite() {

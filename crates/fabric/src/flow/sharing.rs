@@ -59,12 +59,7 @@ impl Simulation {
         let mut heap = BinaryHeap::new();
         for &l in &ports {
             let link = &mut self.links[l as usize];
-            let per_port = link.flows.len().div_ceil(link.members.len().max(1));
-            link.left = if link.stage {
-                link.capacity
-            } else {
-                link.capacity * self.cfg.sharing_share(per_port)
-            };
+            link.left = link.capacity * link.share(&self.cfg);
             link.open = link.flows.len() as u32;
             if link.open > 0 {
                 heap.push(std::cmp::Reverse((share_key(link.left, link.open), l)));
