@@ -18,6 +18,13 @@ fn at(level: Level, s: &Scenario) -> Outcome {
     runner::run(&s, None, false).unwrap()
 }
 
+/// The first collective's time at flow and at packet level (ns), and flow / packet - 1.
+fn collective_at_both_levels(s: &Scenario) -> (f64, f64, f64) {
+    let time = |level| collective_results(&at(level, s))[0].time_ns.unwrap();
+    let (flow, packet) = (time(Level::Flow), time(Level::Packet));
+    (flow, packet, flow / packet - 1.0)
+}
+
 /// A message's wire bytes at full 4096 B packets, as the fabric frames them.
 fn wire(fabric: FabricKind, size: u64) -> u64 {
     let packets = size.div_ceil(4096);
@@ -177,12 +184,7 @@ fn latency_bound_rings_and_trees_agree_with_packet_level() {
         }
     }
     for (name, file, ceiling) in cases {
-        let s = scenario(&file);
-        let flow = collective_results(&at(Level::Flow, &s))[0].time_ns.unwrap();
-        let packet = collective_results(&at(Level::Packet, &s))[0]
-            .time_ns
-            .unwrap();
-        let err = flow / packet - 1.0;
+        let (flow, packet, err) = collective_at_both_levels(&scenario(&file));
         assert!(
             err.abs() < ceiling,
             "{name}: flow {flow} ns vs packet {packet} ns ({:+.1} %)",
@@ -441,11 +443,7 @@ fn a_rocev2_ring_over_oversubscribed_uplinks_pays_dcqcns_transient_once() {
         "[fabric]\nkind = \"rocev2\"\n[topology]\nkind = \"leaf-spine\"\nhosts = 64\nleaves = 4\nspines = 2\nuplink_rate = \"1600Gbps\"\n[[traffic]]\nkind = \"collective\"\nop = \"all-reduce\"\nalgorithm = \"ring\"\nranks = [{}]\nsize = \"32MiB\"\n",
         ranks.join(", ")
     ));
-    let flow = collective_results(&at(Level::Flow, &s))[0].time_ns.unwrap();
-    let packet = collective_results(&at(Level::Packet, &s))[0]
-        .time_ns
-        .unwrap();
-    let err = flow / packet - 1.0;
+    let (flow, packet, err) = collective_at_both_levels(&s);
     assert!(
         err.abs() < 0.12,
         "flow {flow} ns vs packet {packet} ns ({:+.1} %)",
