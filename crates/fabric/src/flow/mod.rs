@@ -501,24 +501,17 @@ impl MessageFabric for Simulation {
         self.touch(flow);
     }
 
-    /// A transfer inside a server, as on the packet-level fabrics; a compact ring inside
-    /// a server (NVLink) also waits out its steps' latencies.
+    /// A compact edge inside a server shares its GPUs' NVLink as a flow; any other
+    /// transfer inside a server takes its turn, as on the packet-level fabrics.
     fn post_local(&mut self, flow: u32) {
         if !self.state.flows[flow as usize].path.is_empty() {
             return self.enqueue(flow);
         }
-        let f = &self.state.flows[flow as usize];
-        let pipeline = f.pipeline.filter(|_| f.msg.local.is_none());
-        let plan = f.plan;
+        // A plain message: compact edges inside a server have NVLink links (`plan_paths`).
         let s = &mut self.state;
         let now = s.queue.now();
-        let (mut done, next) = s.lifecycle.start_local(&mut s.flows, flow, now);
-        if let Some(p) = pipeline {
-            // The last byte leaves an NVLink latency before it lands.
-            let drain = (done - now).saturating_sub(self.topo.nvlink().latency);
-            done += plan.wait(p, drain);
-        }
-        self.complete(flow, done);
+        let (done, next) = s.lifecycle.start_local(&mut s.flows, flow, now);
+        s.queue.schedule(done, Event::LocalDone { flow });
         if let Some(next) = next {
             self.post(next);
         }

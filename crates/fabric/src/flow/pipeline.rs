@@ -83,10 +83,10 @@ impl Simulation {
         }
     }
 
-    /// Completes `flow` at `done` or, for a compact chain or tree edge, no earlier than
-    /// its last piece can have come in over each feed and gone on (the feed's completion
-    /// plus its own step, at the share its links would give it now): held until every
-    /// feed has completed.
+    /// Completes a drained `flow` at `done` or, for a compact chain or tree edge, no
+    /// earlier than its last piece can have come in over each feed and gone on (the
+    /// feed's completion plus its own step, at the share its links would give it now):
+    /// held until every feed has completed.
     pub(super) fn complete(&mut self, flow: u32, done: Time) {
         let mut at = done;
         let feeds = &self.feeds[flow as usize];
@@ -103,13 +103,7 @@ impl Simulation {
             }
             at = at.max(last + self.state.flows[flow as usize].plan.step + self.piece_delay(flow));
         }
-        // A message with links went through `drained`; one without, through NVLink's turns.
-        let event = if self.state.flows[flow as usize].path.is_empty() {
-            Event::LocalDone { flow }
-        } else {
-            Event::Finished { flow }
-        };
-        self.state.queue.schedule(at, event);
+        self.state.queue.schedule(at, Event::Finished { flow });
     }
 
     /// How much longer than nominal one of a compact edge's pieces would take now, at an
