@@ -1,0 +1,235 @@
+//! The NIC's sending side: queue pairs served round-robin, DCQCN pacing, and loss recovery by timeout.
+
+use super::{Event, Frame, Kind, Packet, Simulation};
+use crate::driver::{self, MessageFabric, Progress};
+use crate::rocev2::config::RoceConfig;
+use crate::workload::Message;
+use crate::workload::Workload;
+use fabricsim_core::pool::Slot;
+use fabricsim_core::proto::dcqcn::Dcqcn;
+use fabricsim_core::proto::rc::{InOrderReceiver, RcSender};
+use fabricsim_core::topology::Topology;
+use fabricsim_core::units::{BitRate, HostId, PortId, Time};
+use fabricsim_core::wire::roce::{self};
+use std::collections::VecDeque;
+
+#[derive(Clone, Debug, Default)]
+pub(super) struct Nic {
+    /// ACK, NAK and CNP to send, ahead of data.
+    pub(super) control: VecDeque<Packet>,
+    /// QPs with data to send, served round-robin.
+    pub(super) qps: VecDeque<u32>,
+    /// The receive pipeline is stalled (pause storm): arrivals are dropped.
+    pub(super) stalled: bool,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Flow {
+    pub(super) msg: Message,
+    /// UDP source port: the ECMP entropy of this QP.
+    pub(super) udp_sport: u16,
+    pub(super) sender: RcSender,
+    pub(super) receiver: InOrderReceiver,
+    pub(super) rp: Dcqcn,
+    /// When the last packet started, and its link bytes: the pacing state.
+    pub(super) last_tx: Time,
+    pub(super) last_wire: u32,
+    pub(super) queued: bool,
+    pub(super) last_cnp: Option<Time>,
+    /// When the acknowledged prefix last grew (or sending began).
+    pub(super) last_progress: Time,
+    pub(super) timer_armed: bool,
+    /// `sent_bytes` at the last rate sample.
+    pub(super) sampled_bytes: u64,
+    /// Life-cycle state shared with the other fabric.
+    pub(super) life: Progress,
+    /// The sender's NIC port: where its posts and timeouts are handled.
+    pub(super) nic_port: u32,
+}
+
+driver::tracked_by_fields!(Flow);
+
+impl Simulation {
+    pub(super) fn on_timeout(&mut self, flow: u32, now: Time) {
+        let rto = self.cfg.rto();
+        let f = &mut self.state.flows[flow as usize];
+        f.timer_armed = false;
+        if f.life.acked.is_some() || f.sender.sent() == f.sender.acked() {
+            return;
+        }
+        let due = f.last_progress + rto;
+        if now < due {
+            self.arm_timeout(flow, due);
+            return;
+        }
+        // No progress for a whole timeout: go back to the first unacknowledged packet.
+        self.timeouts += 1;
+        let acked = f.sender.acked();
+        f.sender.rewind(acked);
+        f.last_progress = now;
+        self.requeue(flow);
+        self.arm_timeout(flow, now + rto);
+    }
+
+    /// Arms `flow`'s retransmission timer for `at`.
+    pub(super) fn arm_timeout(&mut self, flow: u32, at: Time) {
+        self.state.flows[flow as usize].timer_armed = true;
+        self.schedule(at, Event::Timeout { flow });
+    }
+
+    /// Puts a flow with data to send back on its NIC's round-robin list.
+    pub(super) fn requeue(&mut self, flow: u32) {
+        let f = &mut self.state.flows[flow as usize];
+        if !f.queued && f.sender.has_more() {
+            f.queued = true;
+            let src = f.msg.src;
+            self.nics[src.index()].qps.push_back(flow);
+            self.try_transmit(self.topo.host_port(src));
+        }
+    }
+
+    /// Pacing of `flow` on a NIC port of `line` rate: its next packet may start one
+    /// serialisation time of its last packet, at the current DCQCN rate, after that packet
+    /// started. Returns when, and when to look again if that is later than `now` (the
+    /// rate rises at the reaction point's next timer, so the wait may shorten).
+    pub(super) fn pacing(&mut self, flow: u32, line: BitRate, now: Time) -> (Time, Time) {
+        let f = &mut self.state.flows[flow as usize];
+        let rate = match &self.cfg.dcqcn {
+            Some(d) => {
+                f.rp.advance(now, &d.params);
+                f.rp.rate().min(line)
+            }
+            None => line,
+        };
+        let allowed = f.last_tx + rate.serialization(f.last_wire as u64);
+        let look = f.rp.next_increase().map_or(allowed, |t| t.min(allowed));
+        (allowed, look)
+    }
+
+    /// A NIC: control first, then data from paced QPs round-robin unless paused.
+    pub(super) fn pick_nic(
+        &mut self,
+        port: PortId,
+        host: HostId,
+        now: Time,
+    ) -> Result<Slot, Option<Time>> {
+        if let Some(pkt) = self.nics[host.index()].control.pop_front() {
+            return Ok(self.frames.alloc(Frame::Packet(pkt)));
+        }
+        if self.data_paused(port, now) {
+            let until = self.ports[port.index()].paused_until;
+            let has_data = !self.nics[host.index()].qps.is_empty();
+            return Err(has_data.then_some(until));
+        }
+        let rate = self.ports[port.index()].link.rate;
+        let mut wake: Option<Time> = None;
+        let mut chosen = None;
+        for pos in 0..self.nics[host.index()].qps.len() {
+            let f = self.nics[host.index()].qps[pos];
+            let (allowed, look) = self.pacing(f, rate, now);
+            if allowed <= now {
+                chosen = Some(pos);
+                break;
+            }
+            wake = Some(wake.map_or(look, |w| w.min(look)));
+        }
+        let Some(pos) = chosen else {
+            return Err(wake);
+        };
+        let nic = &mut self.nics[host.index()];
+        let f = nic.qps.remove(pos).expect("chosen from the list");
+        let flow = &mut self.state.flows[f as usize];
+        let retransmission = flow.sender.is_retransmission(flow.sender.sent());
+        let seg = flow.sender.next_segment().expect("queued QPs have data");
+        let mut handoff = None;
+        if flow.sender.has_more() {
+            nic.qps.push_back(f);
+        } else {
+            flow.queued = false;
+            if !flow.life.injected {
+                flow.life.injected = true;
+                handoff = flow.life.successor.take();
+            }
+        }
+        if flow.sender.sent() == seg.index + 1 && seg.index == flow.sender.acked() {
+            flow.last_progress = now;
+        }
+        let wire = roce::write_frame_len(self.cfg.ip, seg.payload, seg.index == 0) as u32;
+        if let Some(d) = &self.cfg.dcqcn {
+            flow.rp.advance(now, &d.params);
+            flow.rp.on_sent(wire as u64, &d.params);
+        }
+        flow.last_tx = now;
+        flow.last_wire = wire;
+        flow.life.sent_bytes += seg.payload as u64;
+        if retransmission {
+            self.retransmitted += 1;
+        }
+        let arm = !flow.timer_armed;
+        let (src, dst, sport) = (flow.msg.src.0, flow.msg.dst.0, flow.udp_sport);
+        self.count_in_flight(1);
+        if arm {
+            self.arm_timeout(f, now + self.cfg.rto());
+        }
+        if let Some(next) = handoff {
+            self.inherit_connection(f, next);
+            self.activate(next, now);
+        }
+        Ok(self.frames.alloc(Frame::Packet(Packet {
+            flow: f,
+            index: seg.index,
+            dst,
+            src,
+            sport,
+            payload: seg.payload as u16,
+            wire: wire as u16,
+            kind: Kind::Data,
+            ce: false,
+            port: u32::MAX,
+        })))
+    }
+
+    /// Puts a message on its NIC's round-robin list.
+    pub(super) fn activate(&mut self, flow: u32, now: Time) {
+        let f = &mut self.state.flows[flow as usize];
+        if !f.queued && f.life.sent_bytes == 0 {
+            self.on_nic.push(flow);
+        }
+        f.queued = true;
+        f.last_progress = now;
+        let src = f.msg.src;
+        self.nics[src.index()].qps.push_back(flow);
+    }
+}
+
+/// A flow per message: its queue pair's sender and receiver, its ECMP entropy and
+/// DCQCN's reaction point at its NIC's line rate.
+pub(super) fn flows(cfg: &RoceConfig, topo: &Topology, workload: &Workload) -> Vec<Flow> {
+    workload
+        .messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let sender = RcSender::new(m.size, cfg.mtu, cfg.ack_every);
+            let receiver = InOrderReceiver::new(sender.packets(), cfg.ack_every);
+            let nic_port = topo.host_port(m.src);
+            let line = topo.port(nic_port).rate;
+            Flow {
+                msg: *m,
+                udp_sport: driver::udp_source_port(i as u32),
+                sender,
+                receiver,
+                rp: Dcqcn::new(line),
+                last_tx: Time::ZERO,
+                last_wire: 0,
+                queued: false,
+                last_cnp: None,
+                last_progress: Time::ZERO,
+                timer_armed: false,
+                sampled_bytes: 0,
+                life: Progress::new(m.start, workload.follows[i]),
+                nic_port: nic_port.0,
+            }
+        })
+        .collect()
+}
