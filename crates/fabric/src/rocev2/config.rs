@@ -108,6 +108,11 @@ pub struct RoceConfig {
     /// Keep rates.csv's records (DCQCN cuts and periodic samples). Off unless a run writes
     /// rates.csv, so other runs pay nothing for them.
     pub record_rates: bool,
+    /// A test mode, not a scenario key: one event at every frame's end, with no
+    /// foresight (see `Simulation::transmit`). Its results must equal the default's in
+    /// everything but the event count; a difference means something made a packet
+    /// sendable without telling its transmitter.
+    pub plain_schedule: bool,
 }
 
 impl RoceConfig {
@@ -162,6 +167,7 @@ impl Default for RoceConfig {
             deadlock_check: Time::from_us(10),
             rate_sample: Time::from_us(10),
             record_rates: false,
+            plain_schedule: false,
         }
     }
 }

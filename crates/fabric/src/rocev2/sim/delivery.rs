@@ -1,6 +1,6 @@
 //! The NIC's receiving side: data placed in order with ACKs, NAKs and CNPs, replies acknowledged at the sender, CNPs cutting its rate.
 
-use super::{Kind, Packet, RateSample, Simulation};
+use super::{Kind, Packet, PacketPort, RateSample, Simulation};
 use crate::driver::{self, MessageFabric};
 use fabricsim_core::proto::rc::InOrderReceipt;
 use fabricsim_core::units::{HostId, Time};
@@ -45,7 +45,7 @@ impl Simulation {
             wire: wire as u16,
             kind,
             ce: false,
-            port: u32::MAX,
+            port: PacketPort::UNROUTED,
         };
         let mut out: [Option<Packet>; 2] = [None, None];
         let mut just_completed = false;

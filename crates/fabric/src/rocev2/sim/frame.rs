@@ -1,6 +1,6 @@
 //! What the RoCEv2 model carries: packets, PFC frames, the events, and captured frames.
 
-use fabricsim_core::units::Time;
+use fabricsim_core::units::{PortId, Time};
 
 /// What a packet is, for the handlers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,11 +34,57 @@ pub(crate) struct Packet {
     pub(super) kind: Kind,
     /// ECN Congestion Experienced.
     pub(super) ce: bool,
-    /// On a link to a switch: the egress port that switch forwards it by, routed when it
-    /// was sent (routing is a pure function of the switch and the packet's addresses, so
-    /// the arrival's prefetch can ask for the egress's lines from the frame). From its
-    /// arrival to its departure: the switch port it entered by (for ingress accounting).
-    pub(super) port: u32,
+    /// The switch port the packet is bound for or came in by (see [`PacketPort`]).
+    pub(super) port: PacketPort,
+}
+
+/// A packet's switch port, which means one of two things by where the packet is:
+/// - on a link to a switch, the egress that switch forwards it by, routed when it was
+///   sent (routing is a pure function of the switch and the packet's addresses, so the
+///   arrival's prefetch can ask for the egress's lines from the frame);
+/// - from its arrival at a switch to its departure, the port it entered by (for ingress
+///   accounting).
+///
+/// The meaning is tagged in the top bit, and reading it as the other one is a bug that
+/// debug builds catch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PacketPort(u32);
+
+impl PacketPort {
+    const INPUT: u32 = 1 << 31;
+    /// Not yet routed: a packet leaving a NIC, before its first switch is known.
+    pub(super) const UNROUTED: PacketPort = PacketPort(!Self::INPUT);
+    /// The most ports a fabric may have, so that a port's index leaves the tag bit free.
+    pub(super) const MAX_PORTS: usize = !Self::INPUT as usize;
+
+    /// Bound for egress `out` of the next switch.
+    pub(super) fn routed_to(out: PortId) -> Self {
+        debug_assert!((out.0 as usize) < Self::MAX_PORTS);
+        PacketPort(out.0)
+    }
+
+    /// Entered its switch by `input`.
+    pub(super) fn entered_by(input: PortId) -> Self {
+        debug_assert!((input.0 as usize) < Self::MAX_PORTS);
+        PacketPort(input.0 | Self::INPUT)
+    }
+
+    /// The egress it was routed to (on a link to a switch).
+    #[inline(always)]
+    pub(super) fn egress(self) -> PortId {
+        debug_assert!(
+            self.0 & Self::INPUT == 0 && self != Self::UNROUTED,
+            "{self:?} is not an egress"
+        );
+        PortId(self.0)
+    }
+
+    /// The port it entered its switch by (inside the switch).
+    #[inline(always)]
+    pub(super) fn input(self) -> PortId {
+        debug_assert!(self.0 & Self::INPUT != 0, "{self:?} is not an input");
+        PortId(self.0 & !Self::INPUT)
+    }
 }
 
 /// The largest MTU the model takes, so that a frame's lengths fit 16 bits (RoCEv2 uses

@@ -29,7 +29,7 @@ mod switch;
 mod transmitter;
 
 pub use frame::CapturedFrame;
-pub(crate) use frame::{Event, Frame, Kind, Packet};
+pub(crate) use frame::{Event, Frame, Kind, Packet, PacketPort};
 use frame::{CONTROL, DATA, MAX_MTU};
 pub(crate) use nic::Flow;
 use nic::{flows, Nic};
@@ -64,6 +64,9 @@ pub struct Simulation {
     /// The creator of what the current event's handler schedules: the port it is
     /// handled at (a link's far end for an arrival, a sender's NIC for a post).
     creator: u32,
+    /// The plain schedule only: the port whose frame end is being handled and that end's
+    /// tie, which the wake-up it queues takes (see [`Self::schedule_plain_end`]).
+    wake_tie: Option<(u32, u64)>,
     /// This run's share when it is split over threads.
     part: Option<Part<Frame>>,
     /// A part's tie of the event behind each of its rate cuts (`rates` holds them).
@@ -124,6 +127,13 @@ impl Simulation {
                 cfg.mtu
             ));
         }
+        if topo.ports().len() >= PacketPort::MAX_PORTS {
+            return Err(format!(
+                "the fabric has {} ports; the RoCEv2 model takes up to {}",
+                topo.ports().len(),
+                PacketPort::MAX_PORTS - 1
+            ));
+        }
         let routes = Routes::minimal(&topo)?;
         let ports = port_states(&cfg, &topo);
         let buffers = shared_buffers(&cfg, &topo, &ports)?;
@@ -161,6 +171,7 @@ impl Simulation {
             buffers,
             ties,
             creator: 0,
+            wake_tie: None,
             part,
             rate_ties: Vec::new(),
             lookahead: grid,
@@ -288,10 +299,16 @@ impl Simulation {
                 if p.generation != generation {
                     return;
                 }
+                if p.busy && p.plain_end_waits != NEVER {
+                    // The plain schedule's frame end that the deferred one would not queue.
+                    self.wake_tie = Some((port, self.state.queue.now_tie()));
+                    p.plain_end_waits = NEVER;
+                }
                 p.busy = false;
                 p.wake_at = NEVER;
                 p.wake_after_end = NEVER;
                 self.try_transmit(PortId(port));
+                self.wake_tie = None;
             }
             Event::Arrival { port } => self.arrive(PortId(port)),
             Event::Post { flow } => self.post(flow),

@@ -1,6 +1,6 @@
 //! The NIC's sending side: queue pairs served round-robin, DCQCN pacing, and loss recovery by timeout.
 
-use super::{Event, Frame, Kind, Packet, Simulation};
+use super::{Event, Frame, Kind, Packet, PacketPort, Simulation};
 use crate::driver::{self, MessageFabric, Progress};
 use crate::rocev2::config::RoceConfig;
 use crate::workload::Message;
@@ -185,7 +185,7 @@ impl Simulation {
             wire: wire as u16,
             kind: Kind::Data,
             ce: false,
-            port: u32::MAX,
+            port: PacketPort::UNROUTED,
         })))
     }
 

@@ -141,7 +141,7 @@ impl Simulation {
                 let p = &s.ports[i];
                 g.waits_on[i] = Some(p.link.peer.index());
                 for pkt in s.frames.iter(&p.queues[DATA]).map(Frame::packet) {
-                    g.holds[i].push((pkt.port as usize, pkt.wire as u64));
+                    g.holds[i].push((pkt.port.input().index(), pkt.wire as u64));
                 }
             }
         }

@@ -74,6 +74,10 @@ pub(super) struct PortState {
     pub(super) ecn_marks: u64,
     /// PFC headroom of this ingress (read only once the shared buffer is over threshold).
     pub(super) headroom: u64,
+    /// The plain schedule only: busy with a frame whose end, at this time, was foreseen to
+    /// find nothing sendable, so that the wake-up it queues takes its tie (as the deferred
+    /// schedule's does); `NEVER` otherwise.
+    pub(super) plain_end_waits: Time,
 }
 
 // The egress fields start the second line and the ingress fields the third.
@@ -160,6 +164,7 @@ impl PortState {
             pause_frames: 0,
             drops: 0,
             ecn_marks: 0,
+            plain_end_waits: NEVER,
         }
     }
 }

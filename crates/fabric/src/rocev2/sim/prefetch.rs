@@ -81,7 +81,7 @@ impl Simulation {
                 let p = &self.ports[port as usize];
                 if let (Some(slot), Some(_)) = (p.wire.head(), p.peer_switch()) {
                     if let Frame::Packet(pkt) = self.frames.get(slot) {
-                        let out = &self.ports[pkt.port as usize];
+                        let out = &self.ports[pkt.port.egress().index()];
                         prefetch(out);
                         prefetch(&out.wake_at);
                     }
@@ -93,7 +93,7 @@ impl Simulation {
                 let p = &self.ports[port as usize];
                 if let (Some(slot), None) = (p.queues[DATA].front(), p.host()) {
                     let pkt = self.frames.get(slot).packet();
-                    prefetch(&self.ports[pkt.port as usize].ingress);
+                    prefetch(&self.ports[pkt.port.input().index()].ingress);
                     if let Some(node) = p.peer_switch() {
                         self.routes.prefetch(node, HostId(pkt.dst));
                     }

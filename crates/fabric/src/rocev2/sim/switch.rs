@@ -1,6 +1,6 @@
 //! The switch: ingress admission to the shared buffer, routing by ECMP, ECN marking and egress scheduling.
 
-use super::{Kind, Packet, PortState, Simulation, CONTROL, DATA, NEVER};
+use super::{Kind, Packet, PacketPort, PortState, Simulation, CONTROL, DATA, NEVER};
 use crate::driver::{self};
 use crate::rocev2::config::RoceConfig;
 use fabricsim_core::pool::Slot;
@@ -52,7 +52,7 @@ impl Simulation {
     /// A data packet left its switch: free its ingress bytes and resume the upstream when
     /// the ingress has drained below the threshold.
     pub(super) fn leave_ingress(&mut self, pkt: Packet) {
-        let input = pkt.port as usize;
+        let input = pkt.port.input().index();
         let node = self.ports[input].node.index();
         let bytes = pkt.wire as u64;
         let reserve = self.cfg.reserve;
@@ -92,7 +92,7 @@ impl Simulation {
         mut pkt: Packet,
         now: Time,
     ) {
-        let out = PortId(pkt.port);
+        let out = pkt.port.egress();
         if pkt.kind == Kind::Data {
             // (Only the watchdog sets `pfc_ignored_until`, in a line packets do not
             // otherwise touch.)
@@ -111,7 +111,7 @@ impl Simulation {
                 return;
             }
         }
-        pkt.port = input.0;
+        pkt.port = PacketPort::entered_by(input);
         *self.frames.get_mut(slot).packet_mut() = pkt;
         let ready = now + self.cfg.switch_latency;
         let o = &mut self.ports[out.index()];

@@ -1,6 +1,6 @@
 //! The link: a port's transmitter choosing and serialising frames, its frame-end events, and frames arriving at the far end.
 
-use super::{AfterEnd, Event, Frame, Simulation, CONTROL, DATA, NEVER};
+use super::{AfterEnd, Event, Frame, PacketPort, Simulation, CONTROL, DATA, NEVER};
 use fabricsim_core::pool::Slot;
 use fabricsim_core::proto::pfc::pause_duration;
 use fabricsim_core::units::{PortId, Time};
@@ -13,6 +13,9 @@ impl Simulation {
         let now = self.state.queue.now();
         let p = &mut self.ports[port.index()];
         if p.busy {
+            if self.cfg.plain_schedule {
+                return self.replan_plain_end(port, now);
+            }
             if p.wake_at == NEVER {
                 return;
             }
@@ -76,13 +79,17 @@ impl Simulation {
                     p.generation += 1;
                     p.wake_at = t;
                     let generation = p.generation;
-                    self.schedule(
-                        t,
-                        Event::Transmitter {
-                            port: port.0,
-                            generation,
-                        },
-                    );
+                    let event = Event::Transmitter {
+                        port: port.0,
+                        generation,
+                    };
+                    match self.wake_tie {
+                        Some((at, tie)) if at == port.0 => {
+                            self.wake_tie = None;
+                            self.state.queue.schedule_tied(t, tie, event);
+                        }
+                        _ => self.schedule(t, event),
+                    }
                 }
             }
             Err(None) => {}
@@ -117,7 +124,7 @@ impl Simulation {
         let generation = p.generation;
         if let (Some(node), Frame::Packet(pkt)) = (peer_switch, self.frames.get(slot)) {
             let out = self.route(node, pkt);
-            self.frames.get_mut(slot).packet_mut().port = out.0;
+            self.frames.get_mut(slot).packet_mut().port = PacketPort::routed_to(out);
         }
         // All that can make something sendable sooner than the queues already say (a
         // packet queued, a PFC frame to send, a PAUSE received) calls `try_transmit`, so
@@ -129,6 +136,37 @@ impl Simulation {
         // events). This is the one place the event order departs from one event per frame
         // end: the wake-up's tie is drawn when the frame starts, not when it ends.
         let tie = self.ties.next(self.creator);
+        if self.cfg.plain_schedule {
+            self.schedule_plain_end(port, end, tie, generation, popped);
+        } else {
+            self.defer_frame_end(port, end, tie, generation, popped);
+        }
+        // Every frame has its own arrival event, created here, so that its tie is the
+        // sender's whichever thread handles the far end.
+        let tie = self.ties.next(self.creator);
+        if let Some(part) = &mut self.part {
+            if !part.holds(spec.peer.0) {
+                let frame = self.frames.free(slot);
+                part.hand_over(port.0, spec.peer.index(), frame, arrival, tie);
+                return;
+            }
+        }
+        let event = Event::Arrival { port: port.0 };
+        let (frames, queue) = (&mut self.frames, &mut self.state.queue);
+        (self.ports[port.index()].wire).carry(frames, queue, slot, arrival, tie, event);
+    }
+
+    /// Queues the end of `port`'s frame at `end` as foreseen (see [`Self::transmit`]): the
+    /// end event if it will find something sendable; else, in its place and with its tie,
+    /// the wake-up for when something will be, if anything.
+    fn defer_frame_end(
+        &mut self,
+        port: PortId,
+        end: Time,
+        tie: u64,
+        generation: u32,
+        popped: Option<(usize, Slot)>,
+    ) {
         match self.after_end(port, end, popped) {
             AfterEnd::Sendable => self.schedule_frame_end(port, end, tie, generation),
             AfterEnd::Wake(at) => {
@@ -144,19 +182,39 @@ impl Simulation {
                 p.end_tie = tie;
             }
         }
-        // Every frame has its own arrival event, created here, so that its tie is the
-        // sender's whichever thread handles the far end.
-        let tie = self.ties.next(self.creator);
-        if let Some(part) = &mut self.part {
-            if !part.holds(spec.peer.0) {
-                let frame = self.frames.free(slot);
-                part.hand_over(port.0, spec.peer.index(), frame, arrival, tie);
-                return;
-            }
+    }
+
+    /// The plain schedule's end event of `port`'s frame (see [`RoceConfig::plain_schedule`]):
+    /// always queued at `end`. What the deferred schedule foresees is noted only so that a
+    /// wake-up the end event queues takes the tie the deferred one would have.
+    ///
+    /// [`RoceConfig::plain_schedule`]: crate::rocev2::RoceConfig::plain_schedule
+    fn schedule_plain_end(
+        &mut self,
+        port: PortId,
+        end: Time,
+        tie: u64,
+        generation: u32,
+        popped: Option<(usize, Slot)>,
+    ) {
+        let waits = !matches!(self.after_end(port, end, popped), AfterEnd::Sendable);
+        let p = &mut self.ports[port.index()];
+        p.plain_end_waits = if waits { end } else { NEVER };
+        p.end_tie = tie;
+        self.schedule_frame_end(port, end, tie, generation);
+    }
+
+    /// The plain schedule, busy: something may have become sendable; if the frame's end is
+    /// still to come and will now find it, its wake-up will no longer take its tie.
+    fn replan_plain_end(&mut self, port: PortId, now: Time) {
+        let p = &self.ports[port.index()];
+        let (end, tie) = (p.plain_end_waits, p.end_tie);
+        if end == NEVER || (end, tie) <= (now, self.state.queue.now_tie()) {
+            return;
         }
-        let event = Event::Arrival { port: port.0 };
-        let (frames, queue) = (&mut self.frames, &mut self.state.queue);
-        (self.ports[port.index()].wire).carry(frames, queue, slot, arrival, tie, event);
+        if let AfterEnd::Sendable = self.after_end(port, end, None) {
+            self.ports[port.index()].plain_end_waits = NEVER;
+        }
     }
 
     /// Queues the end event of `port`'s frame, with the tie it took when the frame started.
