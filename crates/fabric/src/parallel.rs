@@ -19,13 +19,45 @@
 //! order; and a run ends at the grid line after its last completion, as it does on one
 //! thread.
 
-use crate::driver::{grid_line_after, Merged, MessageFabric, RunState};
+use crate::driver::{grid_line_after, Merged, MessageFabric, RunState, Wire};
 use crate::report::{Deadlock, DeadlockHop};
 use fabricsim_core::engine::EventQueue;
+use fabricsim_core::pool::{NextTime, Pool, Slot};
 use fabricsim_core::topology::{NodeKind, Topology};
-use fabricsim_core::units::{NodeId, Time};
+use fabricsim_core::units::{NodeId, PortId, Time};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+
+/// A frame leaving its port: in `slot`, on `port`'s link, reaching the far end `peer` at
+/// `arrival`, with the sender's `tie`.
+pub(crate) struct Departure {
+    pub port: PortId,
+    pub peer: PortId,
+    pub slot: Slot,
+    pub arrival: Time,
+    pub tie: u64,
+}
+
+/// Sends a departing frame on: handed over to the part of a split run that holds its far
+/// end if `part` does not (its slot is freed here), else carried on `wire` with its own
+/// arrival `event` (so that its tie is the sender's whichever thread handles the far end).
+pub(crate) fn depart<F: Copy, N: NextTime, E>(
+    part: Option<&mut Part<F>>,
+    wire: &mut Wire,
+    frames: &mut Pool<F, N>,
+    queue: &mut EventQueue<E>,
+    d: Departure,
+    event: E,
+) {
+    if let Some(part) = part {
+        if !part.holds(d.peer.0) {
+            let frame = frames.free(d.slot);
+            part.hand_over(d.port.0, d.peer.index(), frame, d.arrival, d.tie);
+            return;
+        }
+    }
+    wire.carry(frames, queue, d.slot, d.arrival, d.tie, event);
+}
 
 /// What one part of a run split over threads hands another at the end of a window.
 #[derive(Clone, Copy, Debug)]

@@ -217,6 +217,21 @@ impl<E, F, C> RunState<E, F, C> {
         }
     }
 
+    /// Payload bytes every sender has put on the wire (retransmissions included) and every
+    /// receiver has placed, for the fabrics' conservation audits.
+    pub fn payload_totals(&self) -> (u64, u64)
+    where
+        F: Tracked,
+    {
+        let sent = self.flows.iter().map(|f| f.progress().sent_bytes).sum();
+        let delivered = self
+            .flows
+            .iter()
+            .map(|f| f.progress().delivered_bytes)
+            .sum();
+        (sent, delivered)
+    }
+
     /// How much simulated time the run covers: its end, or the last completion if later
     /// (a receiver's completion comes its HCA latency after the last packet's event).
     pub fn sim_time(&self) -> Time

@@ -1,6 +1,7 @@
 //! The link and its credit-based flow control: the transmitter, frames arriving at the far end, credits sent, received and released.
 
 use super::{Event, Frame, Release, Simulation, NEVER};
+use crate::parallel::{self, Departure};
 use fabricsim_core::pool::Slot;
 use fabricsim_core::proto::credit::CreditSender;
 use fabricsim_core::units::{PortId, Time};
@@ -114,19 +115,18 @@ impl Simulation {
                 },
             );
         }
-        // Every frame has its own arrival event, created here, so that its tie is the
-        // sender's whichever thread handles the far end.
-        let tie = self.ties.next(self.creator);
-        if let Some(part) = &mut self.part {
-            if !part.holds(spec.peer.0) {
-                let frame = self.frames.free(slot);
-                part.hand_over(port.0, spec.peer.index(), frame, arrival, tie);
-                return;
-            }
-        }
-        let event = Event::Arrival { port: port.0 };
+        let (peer, tie) = (spec.peer, self.ties.next(self.creator));
+        let leaving = Departure {
+            port,
+            peer,
+            slot,
+            arrival,
+            tie,
+        };
         let (frames, queue) = (&mut self.frames, &mut self.state.queue);
-        (self.ports[port.index()].wire).carry(frames, queue, slot, arrival, tie, event);
+        let wire = &mut self.ports[port.index()].wire;
+        let event = Event::Arrival { port: port.0 };
+        parallel::depart(self.part.as_mut(), wire, frames, queue, leaving, event);
     }
 
     /// The head of `port`'s link reaches the peer port.

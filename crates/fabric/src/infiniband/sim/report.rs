@@ -50,14 +50,10 @@ impl Simulation {
             queued_frames += 1;
             count(pkt);
         }
+        let (sent_payload, delivered_payload) = self.state.payload_totals();
         Audit {
-            sent_payload: self.state.flows.iter().map(|f| f.life.sent_bytes).sum(),
-            delivered_payload: self
-                .state
-                .flows
-                .iter()
-                .map(|f| f.life.delivered_bytes)
-                .sum(),
+            sent_payload,
+            delivered_payload,
             in_flight_payload: in_flight,
             packets_in_flight: packets,
             buffer_overflows: self.buffer_overflows(),

@@ -47,14 +47,10 @@ impl Simulation {
                 }
             }
         }
+        let (sent_payload, delivered_payload) = self.state.payload_totals();
         Audit {
-            sent_payload: self.state.flows.iter().map(|f| f.life.sent_bytes).sum(),
-            delivered_payload: self
-                .state
-                .flows
-                .iter()
-                .map(|f| f.life.delivered_bytes)
-                .sum(),
+            sent_payload,
+            delivered_payload,
             lost_payload: self.lost_payload,
             in_flight_payload: in_flight,
             lost_frames: self.frames.live() as u64 - queued_frames,

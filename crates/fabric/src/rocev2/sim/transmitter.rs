@@ -1,6 +1,7 @@
 //! The link: a port's transmitter choosing and serialising frames, its frame-end events, and frames arriving at the far end.
 
 use super::{AfterEnd, Event, Frame, PacketPort, Simulation, CONTROL, DATA, NEVER};
+use crate::parallel::{self, Departure};
 use fabricsim_core::pool::Slot;
 use fabricsim_core::proto::pfc::pause_duration;
 use fabricsim_core::units::{PortId, Time};
@@ -141,19 +142,18 @@ impl Simulation {
         } else {
             self.defer_frame_end(port, end, tie, generation, popped);
         }
-        // Every frame has its own arrival event, created here, so that its tie is the
-        // sender's whichever thread handles the far end.
-        let tie = self.ties.next(self.creator);
-        if let Some(part) = &mut self.part {
-            if !part.holds(spec.peer.0) {
-                let frame = self.frames.free(slot);
-                part.hand_over(port.0, spec.peer.index(), frame, arrival, tie);
-                return;
-            }
-        }
-        let event = Event::Arrival { port: port.0 };
+        let (peer, tie) = (spec.peer, self.ties.next(self.creator));
+        let leaving = Departure {
+            port,
+            peer,
+            slot,
+            arrival,
+            tie,
+        };
         let (frames, queue) = (&mut self.frames, &mut self.state.queue);
-        (self.ports[port.index()].wire).carry(frames, queue, slot, arrival, tie, event);
+        let wire = &mut self.ports[port.index()].wire;
+        let event = Event::Arrival { port: port.0 };
+        parallel::depart(self.part.as_mut(), wire, frames, queue, leaving, event);
     }
 
     /// Queues the end of `port`'s frame at `end` as foreseen (see [`Self::transmit`]): the
