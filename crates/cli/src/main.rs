@@ -544,10 +544,7 @@ fn fits(scenario: &Scenario, force: bool) -> Result<u64, String> {
 /// thread) do not fit in memory together, or, for a run that `splits` over the threads,
 /// if its parts (each about a whole run's state, counted as one) do not.
 fn threads_for(asked: Option<u32>, runs: &[u64], splits: bool) -> Result<usize, String> {
-    let threads = asked.map_or_else(
-        || std::thread::available_parallelism().map_or(1, |n| n.get()),
-        |n| n as usize,
-    );
+    let threads = asked.map_or_else(default_threads, |n| n as usize);
     let together: u64 = match (splits, runs.first()) {
         (true, Some(&bytes)) => bytes.saturating_mul(threads as u64),
         _ => runs.iter().take(threads).sum(),
@@ -564,6 +561,22 @@ fn threads_for(asked: Option<u32>, runs: &[u64], splits: bool) -> Result<usize, 
         }
         _ => Ok(threads),
     }
+}
+
+/// Without `--threads`: every core that other processes leave idle (so that a run split
+/// over threads never waits on a busy neighbour at every window), said on standard error
+/// when that is fewer than every core.
+fn default_threads() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let idle = estimate::idle_cores();
+    if idle < cores {
+        eprintln!(
+            "fabricsim: other processes keep {} of the {cores} cores busy: running on {idle} thread{} (--threads N to choose)",
+            cores - idle,
+            if idle == 1 { "" } else { "s" }
+        );
+    }
+    idle
 }
 
 /// Writes `text` to standard output; a closed pipe ends the command quietly.

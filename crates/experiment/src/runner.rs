@@ -340,7 +340,8 @@ fn split_run<M>(
     Ok(match run {
         Some(m) => Split::Ran(m, started.elapsed().as_secs_f64()),
         None => Split::OneThread(Some(format!(
-            "fewer than {} events per window of its lookahead, too few to gain from threads",
+            "its first windows held fewer than {} events each, or its first thread waited \
+             for the others longer than it worked (a busy core, say): one thread is faster",
             fabricsim_fabric::parallel::MIN_EVENTS_PER_WINDOW
         ))),
     })

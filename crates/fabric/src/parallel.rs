@@ -27,6 +27,7 @@ use fabricsim_core::topology::{NodeKind, Topology};
 use fabricsim_core::units::{NodeId, PortId, Time};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 /// A frame leaving its port: in `slot`, on `port`'s link, reaching the far end `peer` at
 /// `arrival`, with the sender's `tie`.
@@ -544,6 +545,69 @@ const TRIAL_WINDOWS: u64 = 1024;
 /// does, so this bounds the loss.
 const TRIAL_WALL: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// How often, and after how long at the least, a split run on trial looks at how long
+/// its threads waited for a core (a few scheduler ticks, so that one descheduling is not
+/// taken for a busy machine).
+const CROWDING_LOOK: Duration = Duration::from_millis(10);
+const CROWDING_LEAST: Duration = Duration::from_millis(30);
+
+/// The share of its threads' wall time a split run may spend runnable but waiting for a
+/// core before one thread is taken to be faster: its threads wait for each other at
+/// every window's end, so one descheduled thread stalls them all (issue 31: a 1,024-host
+/// permutation took 25.5 s on two threads beside one busy process, 1.74 s on one).
+/// Unverified beyond that case: at 0.2 a run beside a busy neighbour on a 2-core machine
+/// gives up in its first tens of milliseconds, and an idle machine's runs never do
+/// (BENCHMARKS.md).
+const CROWDED_SHARE: f64 = 0.2;
+
+/// How long this process's threads have waited for a core (Linux schedstat).
+struct Crowding {
+    threads: usize,
+    since: std::time::Instant,
+    waited_ns: u64,
+    looked: std::time::Instant,
+}
+
+impl Crowding {
+    /// Starts measuring; `None` where the waits are not known.
+    fn start(threads: usize) -> Option<Crowding> {
+        let now = std::time::Instant::now();
+        Some(Crowding {
+            threads,
+            since: now,
+            waited_ns: Self::run_queue_wait()?,
+            looked: now,
+        })
+    }
+
+    /// Nanoseconds this process's threads have spent runnable but waiting for a core.
+    fn run_queue_wait() -> Option<u64> {
+        let mut total = 0u64;
+        for task in std::fs::read_dir("/proc/self/task").ok()? {
+            let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+            total += stat.split_whitespace().nth(1)?.parse::<u64>().ok()?;
+        }
+        Some(total)
+    }
+
+    /// Whether, looking again at most every [`CROWDING_LOOK`], the threads have waited
+    /// for a core more than [`CROWDED_SHARE`] of their time since the start.
+    fn crowded(&mut self) -> bool {
+        let now = std::time::Instant::now();
+        let elapsed = now - self.since;
+        if now - self.looked < CROWDING_LOOK || elapsed < CROWDING_LEAST {
+            return false;
+        }
+        self.looked = now;
+        let Some(waited) = Self::run_queue_wait() else {
+            return false;
+        };
+        let share = (waited.saturating_sub(self.waited_ns)) as f64
+            / (elapsed.as_nanos() as f64 * self.threads as f64);
+        share > CROWDED_SHARE
+    }
+}
+
 /// Fewest events per window, on average over the trial, for a split run to go on: each
 /// window costs two barriers and the coordinator's step, a few microseconds here. On this
 /// 2-core machine a 2 MB permutation on a k=8 fat-tree (61 events a window) ran 0.10 s on
@@ -557,8 +621,9 @@ pub enum Trial {
     /// Split whatever the run's density.
     Always,
     /// Give up if, from [`TRIAL_WINDOWS`] windows on and within [`TRIAL_WALL`], the
-    /// windows so far held fewer than [`MIN_EVENTS_PER_WINDOW`] events each on average
-    /// (the caller then runs it on one thread; the results are the same).
+    /// windows so far held fewer than [`MIN_EVENTS_PER_WINDOW`] events each on average, or
+    /// if within [`TRIAL_WALL`] its threads waited for a core more than [`CROWDED_SHARE`]
+    /// of their time (the caller then runs it on one thread; the results are the same).
     GiveUpIfSparse,
 }
 
@@ -692,6 +757,7 @@ pub(crate) fn run<M: Splittable>(
                 });
             }
             let started = std::time::Instant::now();
+            let mut crowding = Crowding::start(threads);
             loop {
                 barrier.wait();
                 if stop.load(Ordering::Acquire) {
@@ -708,16 +774,17 @@ pub(crate) fn run<M: Splittable>(
                     *m.lock().expect("a part's thread panicked") = b;
                 }
                 windows += 1;
+                let on_trial = trial == Trial::GiveUpIfSparse && started.elapsed() < TRIAL_WALL;
                 if windows.is_multiple_of(256) {
                     let events: u64 = refs.iter().map(|p| p.popped()).sum();
                     progress(events + coordinator.events_outside, end);
-                    if trial == Trial::GiveUpIfSparse
-                        && windows >= TRIAL_WINDOWS
-                        && started.elapsed() < TRIAL_WALL
-                        && events < MIN_EVENTS_PER_WINDOW * windows
-                    {
+                    let sparse = events < MIN_EVENTS_PER_WINDOW * windows;
+                    if on_trial && windows >= TRIAL_WINDOWS && sparse {
                         gave_up = true;
                     }
+                }
+                if on_trial && crowding.as_mut().is_some_and(Crowding::crowded) {
+                    gave_up = true;
                 }
                 match next {
                     Some(e) if !gave_up => window_end.store(e.ps(), Ordering::Release),

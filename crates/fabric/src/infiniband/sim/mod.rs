@@ -30,6 +30,8 @@ mod port;
 mod report;
 mod split;
 mod switch;
+#[cfg(test)]
+mod tests;
 
 pub use capture::Captured;
 use egress::{egress_queues, EgressVl, NO_INPUT};

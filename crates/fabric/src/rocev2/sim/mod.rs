@@ -26,6 +26,8 @@ mod rates;
 mod report;
 mod split;
 mod switch;
+#[cfg(test)]
+mod tests;
 mod transmitter;
 
 pub use frame::CapturedFrame;
