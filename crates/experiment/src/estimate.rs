@@ -208,7 +208,7 @@ fn available_memory() -> Option<u64> {
 }
 
 /// Cores that other processes are not keeping busy now: every core less the runnable
-/// threads of others (Linux `procs_running`, the least of a few looks over 10 ms, less
+/// threads of others (Linux `procs_running`, the least of ten looks over 27 ms, less
 /// this process's one running thread); every core where that is not known. A split run's
 /// threads wait for each other at every window's end, so one that shares its core with a
 /// busy neighbour loses a scheduler tick per window (issue 31 measured a 1,024-host
@@ -221,9 +221,9 @@ pub fn idle_cores() -> usize {
         line.split_whitespace().nth(1)?.parse().ok()
     };
     let mut least: Option<usize> = None;
-    for look in 0..5 {
+    for look in 0..10 {
         if look > 0 {
-            std::thread::sleep(std::time::Duration::from_millis(2));
+            std::thread::sleep(std::time::Duration::from_millis(3));
         }
         let Some(now) = running() else {
             return cores;

@@ -549,7 +549,7 @@ const TRIAL_WALL: std::time::Duration = std::time::Duration::from_secs(2);
 /// its threads waited for a core (a few scheduler ticks, so that one descheduling is not
 /// taken for a busy machine).
 const CROWDING_LOOK: Duration = Duration::from_millis(10);
-const CROWDING_LEAST: Duration = Duration::from_millis(30);
+const CROWDING_LEAST: Duration = Duration::from_millis(100);
 
 /// The share of its threads' wall time a split run may spend runnable but waiting for a
 /// core before one thread is taken to be faster: its threads wait for each other at
@@ -566,6 +566,8 @@ struct Crowding {
     since: std::time::Instant,
     waited_ns: u64,
     looked: std::time::Instant,
+    /// Looks in a row that found the threads crowded.
+    strikes: u32,
 }
 
 impl Crowding {
@@ -577,6 +579,7 @@ impl Crowding {
             since: now,
             waited_ns: Self::run_queue_wait()?,
             looked: now,
+            strikes: 0,
         })
     }
 
@@ -591,7 +594,8 @@ impl Crowding {
     }
 
     /// Whether, looking again at most every [`CROWDING_LOOK`], the threads have waited
-    /// for a core more than [`CROWDED_SHARE`] of their time since the start.
+    /// for a core more than [`CROWDED_SHARE`] of their time since the start, at three looks
+    /// in a row (one busy moment of the machine is not a busy neighbour).
     fn crowded(&mut self) -> bool {
         let now = std::time::Instant::now();
         let elapsed = now - self.since;
@@ -604,7 +608,12 @@ impl Crowding {
         };
         let share = (waited.saturating_sub(self.waited_ns)) as f64
             / (elapsed.as_nanos() as f64 * self.threads as f64);
-        share > CROWDED_SHARE
+        self.strikes = if share > CROWDED_SHARE {
+            self.strikes + 1
+        } else {
+            0
+        };
+        self.strikes >= 3
     }
 }
 
