@@ -4,6 +4,8 @@
 //! point or a validation case out of tolerance; 2 for bad input; 141
 //! (as after SIGPIPE), quietly, when standard output is closed early.
 
+#![forbid(unsafe_code)]
+
 use clap::{Parser, Subcommand, ValueEnum};
 use fabricsim_experiment::catalog::Catalog;
 use fabricsim_experiment::formats::pcap::LinkType;
@@ -16,7 +18,7 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Counts the heap, for `bench`'s measured memory.
+/// Counts the heap once `bench` asks it to, for its measured memory.
 #[global_allocator]
 static ALLOCATOR: heap::Counting = heap::Counting;
 

@@ -378,6 +378,7 @@ fn capture_run(name: &str, scenario: &str) -> Capture {
 }
 
 #[test]
+#[cfg_attr(not(tool_tshark), ignore = "tshark is not installed")]
 fn pcap_decodes_in_tshark_with_expected_opcodes_and_psns() {
     let Capture {
         _dir, pcap, link, ..
@@ -519,6 +520,7 @@ fn compare_runs_both_fabrics_as_run_would() {
 }
 
 #[test]
+#[cfg_attr(not(tool_tshark), ignore = "tshark is not installed")]
 fn roce_pcap_decodes_in_tshark_as_rroce_and_pfc() {
     let Capture {
         _dir,
@@ -688,6 +690,7 @@ fn collective_command_prints_the_nccl_tests_table() {
 }
 
 #[test]
+#[cfg_attr(not(tool_tshark), ignore = "tshark is not installed")]
 fn ipv6_roce_frames_carry_a_valid_udp_checksum() {
     // IPv6 forbids a zero UDP checksum; tshark, told to check it, must find every one good.
     let Capture { _dir, pcap, .. } = capture_run(

@@ -56,6 +56,7 @@ const SCENARIO: &str = "[cluster]\ngpus = 32\n[fabric.rocev2]\nswitch_buffer = \
 [[traffic]]\nkind = \"incast\"\nsenders = [8, 16, 24, 9, 17, 25]\ndst = 0\nsize = \"2MiB\"\n";
 
 #[test]
+#[cfg_attr(not(tool_chromium), ignore = "chromium is not installed")]
 fn the_report_renders_in_headless_chromium_with_the_decision_first() {
     let Some(chromium) = chromium() else { return };
     let d = tmpdir("render");

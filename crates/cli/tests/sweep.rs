@@ -328,6 +328,7 @@ fn slurm_up() -> bool {
 /// The same sweep locally and as a Slurm job array of 4 tasks (2 points each, at most 2
 /// at once) gives bit-identical point files and results.csv.
 #[test]
+#[cfg_attr(not(tool_slurm), ignore = "Slurm is not installed")]
 fn a_sweep_under_slurm_matches_the_local_one_bit_for_bit() {
     let d = tmpdir("slurm");
     let (local, array) = (d.join("local"), d.join("array"));

@@ -13,9 +13,13 @@
 //!
 //! Nothing in this crate does I/O or reads a clock.
 
+// Unsafe code only in `prefetch` (a cache hint intrinsic), allowed there.
+#![deny(unsafe_code)]
+
 pub mod clos;
 pub mod engine;
 pub mod pool;
+#[allow(unsafe_code)]
 pub mod prefetch;
 pub mod proto;
 pub mod topology;

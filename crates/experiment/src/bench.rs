@@ -40,12 +40,14 @@ fn bench_scenario(size: &str, vl_buffer: Option<&str>) -> Result<Scenario, Strin
 
 /// Runs `scenario`, returning its outcome and the growth of the heap's peak over the heap
 /// in use before it started. The figure is real only in a process whose global allocator
-/// is [`heap::Counting`] (the `fabricsim` binary); elsewhere it is 0.
+/// is [`heap::Counting`] (the `fabricsim` binary), which counts from here on; elsewhere it
+/// is 0.
 fn measured_run(scenario: &Scenario) -> Result<(Outcome, usize), String> {
+    heap::start_counting();
     let before = heap::in_use();
     heap::reset_peak();
     let outcome = runner::run(scenario, None, true)?;
-    Ok((outcome, heap::peak().saturating_sub(before)))
+    Ok((outcome, (heap::peak() - before).max(0) as usize))
 }
 
 /// Runs the benchmark `runs` times (`size` per host, default 64 MiB) and returns its

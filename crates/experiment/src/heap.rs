@@ -1,18 +1,35 @@
-//! A global allocator that counts the heap in use and its peak, so that `fabricsim
-//! bench` can report measured memory rather than a page-granular RSS.
+//! A global allocator that counts the heap in use and its peak once asked to
+//! ([`start_counting`]), so that `fabricsim bench` can report measured memory rather than
+//! a page-granular RSS; other commands pay one relaxed load per allocation.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 
-/// The system allocator, counting.
+/// The system allocator, counting after [`start_counting`].
 pub struct Counting;
 
-static IN_USE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
+static COUNTING: AtomicBool = AtomicBool::new(false);
+/// Bytes allocated and not freed since counting started (negative when more was freed
+/// than allocated since: blocks from before).
+static IN_USE: AtomicIsize = AtomicIsize::new(0);
+static PEAK: AtomicIsize = AtomicIsize::new(0);
+
+/// Starts counting allocations (for the rest of the process).
+pub fn start_counting() {
+    COUNTING.store(true, Ordering::Relaxed);
+}
 
 fn grew(bytes: usize) {
-    let now = IN_USE.fetch_add(bytes, Ordering::Relaxed) + bytes;
-    PEAK.fetch_max(now, Ordering::Relaxed);
+    if COUNTING.load(Ordering::Relaxed) {
+        let now = IN_USE.fetch_add(bytes as isize, Ordering::Relaxed) + bytes as isize;
+        PEAK.fetch_max(now, Ordering::Relaxed);
+    }
+}
+
+fn shrank(bytes: usize) {
+    if COUNTING.load(Ordering::Relaxed) {
+        IN_USE.fetch_sub(bytes as isize, Ordering::Relaxed);
+    }
 }
 
 // SAFETY: every call is forwarded unchanged to `System`; the counters only observe sizes.
@@ -35,26 +52,26 @@ unsafe impl GlobalAlloc for Counting {
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         unsafe { System.dealloc(ptr, layout) };
-        IN_USE.fetch_sub(layout.size(), Ordering::Relaxed);
+        shrank(layout.size());
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
-            IN_USE.fetch_sub(layout.size(), Ordering::Relaxed);
+            shrank(layout.size());
             grew(new_size);
         }
         p
     }
 }
 
-/// Heap bytes allocated and not yet freed.
-pub fn in_use() -> usize {
+/// Heap bytes allocated and not yet freed since counting started.
+pub fn in_use() -> isize {
     IN_USE.load(Ordering::Relaxed)
 }
 
 /// The most heap in use since the last [`reset_peak`].
-pub fn peak() -> usize {
+pub fn peak() -> isize {
     PEAK.load(Ordering::Relaxed)
 }
 

@@ -13,6 +13,10 @@
 //! assert_eq!(summary.flows.completed, 1);
 //! ```
 
+// Unsafe code only where it is needed: the counting allocator (`heap`), an atomic file
+// exchange (`output`), a sweep worker's parent-death signal (`sweep`), each allowed there.
+#![deny(unsafe_code)]
+
 pub mod bench;
 pub mod calibrate;
 pub mod catalog;
@@ -21,6 +25,7 @@ pub mod compare;
 pub mod decision;
 pub mod estimate;
 pub mod formats;
+#[allow(unsafe_code)]
 pub mod heap;
 pub mod output;
 pub mod report;

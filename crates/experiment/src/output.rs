@@ -170,6 +170,7 @@ fn exchange(a: &Path, b: &Path) -> io::Result<()> {
     };
     let (a, b) = (c(a)?, c(b)?);
     // SAFETY: both pointers are valid NUL-terminated strings for the length of the call.
+    #[allow(unsafe_code)]
     let rc = unsafe {
         libc::renameat2(
             libc::AT_FDCWD,

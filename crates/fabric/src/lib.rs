@@ -10,6 +10,8 @@
 //!   largest clusters.
 //! - [`report`]: what a run measured, as plain data.
 
+#![forbid(unsafe_code)]
+
 pub mod driver;
 pub mod flow;
 pub mod infiniband;

@@ -452,6 +452,7 @@ fn run_child(dir: &Path, command: &[String], index: usize, p: &Point) -> Result<
         .stdout(std::process::Stdio::null());
     // SAFETY: prctl is async-signal-safe; it only asks for SIGKILL when the parent dies,
     // so a killed sweep leaves no point running behind it.
+    #[allow(unsafe_code)]
     unsafe {
         cmd.pre_exec(|| {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
