@@ -16,7 +16,6 @@ use crate::runner::{self, RunRequest};
 use crate::scenario::Scenario;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{Map, Value};
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -58,55 +57,65 @@ pub fn parse_set(arg: &str) -> Result<(String, Vec<String>), String> {
 }
 
 /// Reads a sweep table: a CSV file whose header names the keys and whose rows are the
-/// points (values may be quoted to hold commas).
+/// points (values may be quoted to hold commas; blank lines and lines starting with `#`
+/// are skipped).
 pub fn read_table(path: &Path) -> Result<Vec<Vec<(String, String)>>, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("--table {}: {e}", path.display()))?;
-    let mut lines = text
+    let at = || format!("--table {}", path.display());
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", at()))?;
+    // Blank lines become comments, keeping the line numbers.
+    let text = text
         .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty() && !l.starts_with('#'));
-    let (_, header) = lines.next().ok_or_else(|| {
-        format!(
-            "--table {}: empty; the first line names the keys",
-            path.display()
-        )
-    })?;
-    let keys = csv_fields(header);
+        .map(|l| if l.trim().is_empty() { "#" } else { l })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut reader = table_reader(true).from_reader(text.as_bytes());
+    let keys: Vec<String> = match reader.headers() {
+        Ok(h) if !h.is_empty() => h.iter().map(String::from).collect(),
+        Ok(_) => return Err(format!("{}: empty; the first line names the keys", at())),
+        Err(e) => return Err(format!("{}: {e}", at())),
+    };
     let mut rows = Vec::new();
-    for (n, line) in lines {
-        let values = csv_fields(line);
-        if values.len() != keys.len() {
+    for record in reader.records() {
+        let record = record.map_err(|e| format!("{}: {e}", at()))?;
+        if record.len() != keys.len() {
             return Err(format!(
-                "--table {} line {}: {} values for {} keys",
-                path.display(),
-                n + 1,
-                values.len(),
+                "{} line {}: {} values for {} keys",
+                at(),
+                line_of(&text, record.position().map_or(0, |p| p.byte() as usize)),
+                record.len(),
                 keys.len()
             ));
         }
-        rows.push(keys.iter().cloned().zip(values).collect());
+        rows.push(
+            keys.iter()
+                .cloned()
+                .zip(record.iter().map(String::from))
+                .collect(),
+        );
     }
     Ok(rows)
 }
 
-/// The fields of one CSV line; `"..."` quotes a field (`""` is a quote inside it).
-fn csv_fields(line: &str) -> Vec<String> {
-    let mut fields = vec![String::new()];
-    let mut quoted = false;
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        match (c, quoted) {
-            ('"', true) if chars.peek() == Some(&'"') => {
-                chars.next();
-                fields.last_mut().expect("one").push('"');
-            }
-            ('"', _) => quoted = !quoted,
-            (',', false) => fields.push(String::new()),
-            (c, _) => fields.last_mut().expect("one").push(c),
-        }
-    }
-    fields.into_iter().map(|f| f.trim().to_string()).collect()
+/// The line number of the record the reader placed at `byte` of `text`: the reader puts a
+/// record after skipped lines at the first of them, so those are counted past.
+fn line_of(text: &str, byte: usize) -> usize {
+    let before = text[..byte].matches('\n').count() + 1;
+    let skipped = text[byte..]
+        .lines()
+        .take_while(|l| l.starts_with('#'))
+        .count();
+    before + skipped
+}
+
+/// How fabricsim reads CSV: fields trimmed, rows of any length (checked by the caller),
+/// lines starting with `#` skipped; the first row a header if `header`.
+pub(crate) fn table_reader(header: bool) -> csv::ReaderBuilder {
+    let mut b = csv::ReaderBuilder::new();
+    b.has_headers(header)
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .comment(Some(b'#'));
+    b
 }
 
 /// The parameter sets of `spec`: the cross product (the last key varying fastest) or,
@@ -618,15 +627,6 @@ fn headline(v: &Value) -> Vec<String> {
     ]
 }
 
-/// A CSV field, quoted if it needs to be.
-fn csv(field: &str) -> String {
-    if field.contains([',', '"', '\n']) {
-        format!("\"{}\"", field.replace('"', "\"\""))
-    } else {
-        field.to_string()
-    }
-}
-
 /// The swept keys recorded in DIR/sweep.json.
 pub fn keys(dir: &Path) -> Result<Vec<String>, String> {
     let text = std::fs::read_to_string(dir.join("sweep.json"))
@@ -664,11 +664,11 @@ pub fn collect(dir: &Path) -> Result<usize, String> {
         &std::fs::read_to_string(dir.join("sweep.json")).map_err(|e| at(e.to_string()))?,
     )
     .map_err(|e| at(format!("sweep.json: {e}")))?;
-    let mut out = String::from("point");
-    for k in keys.iter().map(String::as_str).chain(HEADLINE) {
-        let _ = write!(out, ",{}", csv(k));
-    }
-    out.push('\n');
+    let mut out = csv::Writer::from_writer(Vec::new());
+    let header = ["point"].into_iter().chain(keys.iter().map(String::as_str));
+    let csv_error = |e: csv::Error| at(format!("results.csv: {e}"));
+    out.write_record(header.chain(HEADLINE))
+        .map_err(csv_error)?;
     let mut joined = 0;
     for p in manifest["points"].as_array().into_iter().flatten() {
         let id = p["id"].as_str().unwrap_or_default();
@@ -677,21 +677,17 @@ pub fn collect(dir: &Path) -> Result<usize, String> {
         };
         let v: Value =
             serde_json::from_str(&text).map_err(|e| at(format!("points/{id}.json: {e}")))?;
-        out.push_str(&csv(id));
-        for k in &keys {
-            let _ = write!(
-                out,
-                ",{}",
-                csv(p["parameters"][k].as_str().unwrap_or_default())
-            );
-        }
-        for f in headline(&v) {
-            let _ = write!(out, ",{}", csv(&f));
-        }
-        out.push('\n');
+        let mut row = vec![id.to_string()];
+        row.extend(
+            keys.iter()
+                .map(|k| p["parameters"][k].as_str().unwrap_or_default().to_string()),
+        );
+        row.extend(headline(&v));
+        out.write_record(&row).map_err(csv_error)?;
         joined += 1;
     }
-    output::write_file(&dir.join("results.csv"), out.as_bytes()).map_err(|e| at(e.to_string()))?;
+    let out = out.into_inner().map_err(|e| at(e.to_string()))?;
+    output::write_file(&dir.join("results.csv"), &out).map_err(|e| at(e.to_string()))?;
     Ok(joined)
 }
 
@@ -736,6 +732,26 @@ mod tests {
         );
         assert_eq!(names(combinations(&spec(true)).unwrap()), ["1x", "2y"]);
         assert!(parse_set("novalue").is_err());
-        assert_eq!(csv_fields("a, \"b,c\" ,\"d\"\"e\""), ["a", "b,c", "d\"e"]);
+    }
+
+    #[test]
+    fn a_table_reads_quoted_fields_and_skips_comments_and_blank_lines() {
+        let path = std::env::temp_dir().join(format!("fabricsim-table-{}.csv", std::process::id()));
+        std::fs::write(
+            &path,
+            "x, y,z\n# a comment\n\n1,\"b,c\",\"d\"\"e\"\n  \n2, 3 ,4\n",
+        )
+        .unwrap();
+        let rows = read_table(&path).unwrap();
+        let values: Vec<Vec<&str>> = rows
+            .iter()
+            .map(|r| r.iter().map(|(_, v)| v.as_str()).collect())
+            .collect();
+        assert_eq!(values, [["1", "b,c", "d\"e"], ["2", "3", "4"]]);
+        assert_eq!(rows[0][1].0, "y");
+        std::fs::write(&path, "x,y\n1,2\n\n3\n").unwrap();
+        let err = read_table(&path).unwrap_err();
+        assert!(err.ends_with("line 4: 1 values for 2 keys"), "{err}");
+        std::fs::remove_file(&path).unwrap();
     }
 }

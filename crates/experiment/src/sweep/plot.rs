@@ -26,7 +26,12 @@ fn number(v: &str) -> Option<f64> {
 fn rows(dir: &Path) -> Result<Vec<Vec<String>>, String> {
     let text = std::fs::read_to_string(dir.join("results.csv"))
         .map_err(|e| format!("{}: results.csv: {e}", dir.display()))?;
-    Ok(text.lines().map(super::csv_fields).collect())
+    let mut reader = super::table_reader(false).from_reader(text.as_bytes());
+    let rows: Result<Vec<Vec<String>>, csv::Error> = reader
+        .records()
+        .map(|r| r.map(|r| r.iter().map(String::from).collect()))
+        .collect();
+    rows.map_err(|e| format!("{}: results.csv: {e}", dir.display()))
 }
 
 /// One plot of `metric` (a results.csv column) against the first swept key.
