@@ -1,7 +1,9 @@
 //! The layering holds: every dependency points down. Crates: core < fabric < experiment
 //! < cli. Inside core: units < wire < protocol machines < engine, pool, topology. Inside
-//! fabric: workloads < report < driver < the two fabrics and flow level, which never use
-//! each other.
+//! fabric: workloads < report < driver < parallel < the two fabrics and flow level, which
+//! never use each other. Inside experiment: what a run hands back and the recorded error
+//! < file formats and the catalog < scenario < estimate < results < runner < what runs
+//! it (bench, compare, report, validate, sweep, calibrate). Paths are read with syn.
 //! A new crate or module must be given its place here, or this test fails.
 
 use std::path::{Path, PathBuf};
@@ -50,32 +52,85 @@ fn crates_depend_only_on_lower_crates() {
     }
 }
 
-/// The top-level modules a source file names through `crate::` paths.
-fn crate_paths(text: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for (i, _) in text.match_indices("crate::") {
-        let rest = &text[i + "crate::".len()..];
-        if let Some(group) = rest.strip_prefix('{') {
-            let body = &group[..group.find('}').unwrap_or(group.len())];
-            for item in body.split(',') {
-                let name: String = item
-                    .trim()
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect();
-                if !name.is_empty() {
-                    found.push(name);
-                }
-            }
-        } else {
-            let name: String = rest
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect();
-            found.push(name);
+/// The top-level modules that a source file, module `module` of its crate (its path from
+/// the crate root: `["rocev2", "sim", "nic"]`), names by `crate::` paths or by `super::`
+/// paths that climb to the crate root: in `use` items and in paths anywhere in its code
+/// (parsed with syn, so comments, doc links and strings do not count).
+fn crate_paths(text: &str, module: &[String]) -> Vec<String> {
+    let file = syn::parse_file(text).unwrap_or_else(|e| panic!("{module:?}: {e}"));
+    let mut uses = Uses {
+        module: module.to_vec(),
+        found: Vec::new(),
+    };
+    syn::visit::Visit::visit_file(&mut uses, &file);
+    uses.found
+}
+
+/// What [`crate_paths`] collects while it walks a file.
+struct Uses {
+    module: Vec<String>,
+    found: Vec<String>,
+}
+
+impl Uses {
+    /// Notes the top-level module a path of these segments reaches, if it leaves the
+    /// file's own top-level module through the crate root.
+    fn resolve(&mut self, segments: &[String]) {
+        let (mut at, mut i) = match segments.first().map(String::as_str) {
+            Some("crate") => (Vec::new(), 1),
+            Some("super") => (self.module.clone(), 0),
+            _ => return,
+        };
+        while segments.get(i).map(String::as_str) == Some("super") {
+            at.pop();
+            i += 1;
+        }
+        if let (true, Some(top)) = (at.is_empty(), segments.get(i)) {
+            self.found.push(top.clone());
         }
     }
-    found
+
+    fn use_tree(&mut self, tree: &syn::UseTree, mut prefix: Vec<String>) {
+        match tree {
+            syn::UseTree::Path(p) => {
+                prefix.push(p.ident.to_string());
+                self.use_tree(&p.tree, prefix);
+            }
+            syn::UseTree::Name(n) => {
+                prefix.push(n.ident.to_string());
+                self.resolve(&prefix);
+            }
+            syn::UseTree::Rename(r) => {
+                prefix.push(r.ident.to_string());
+                self.resolve(&prefix);
+            }
+            syn::UseTree::Glob(_) => self.resolve(&prefix),
+            syn::UseTree::Group(g) => {
+                for t in &g.items {
+                    self.use_tree(t, prefix.clone());
+                }
+            }
+        }
+    }
+}
+
+impl<'ast> syn::visit::Visit<'ast> for Uses {
+    /// An inline module (`mod tests { .. }`) is a level deeper for its `super` paths.
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        self.module.push(m.ident.to_string());
+        syn::visit::visit_item_mod(self, m);
+        self.module.pop();
+    }
+
+    fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
+        self.use_tree(&u.tree, Vec::new());
+    }
+
+    fn visit_path(&mut self, p: &'ast syn::Path) {
+        let segments: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
+        self.resolve(&segments);
+        syn::visit::visit_path(self, p);
+    }
 }
 
 /// Checks that each module of `src` uses only modules of a lower rank in `layers`.
@@ -97,19 +152,22 @@ fn check_modules(src: &str, layers: &[(&str, u32)]) {
     let rank = |m: &str| layers.iter().find(|(n, _)| *n == m).map(|(_, r)| *r);
     for f in files {
         let rel = f.strip_prefix(&dir).unwrap();
-        let module = rel
+        let mut path: Vec<String> = rel
+            .with_extension("")
             .components()
-            .next()
-            .unwrap()
-            .as_os_str()
-            .to_string_lossy()
-            .trim_end_matches(".rs")
-            .to_string();
-        if module == "lib" {
-            continue;
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        if path
+            .last()
+            .is_some_and(|l| l == "mod" || l == "lib" || l == "main")
+        {
+            path.pop();
         }
+        let Some(module) = path.first().cloned() else {
+            continue; // the crate root
+        };
         let own = rank(&module).unwrap_or_else(|| panic!("{src}/{module}: give it a layer"));
-        for used in crate_paths(&std::fs::read_to_string(&f).unwrap()) {
+        for used in crate_paths(&std::fs::read_to_string(&f).unwrap(), &path) {
             if used == module {
                 continue;
             }
@@ -157,9 +215,42 @@ fn fabric_modules_depend_only_on_lower_layers() {
 }
 
 #[test]
-fn the_path_scanner_sees_single_and_grouped_paths() {
+fn experiment_modules_depend_only_on_lower_layers() {
+    check_modules(
+        "crates/experiment/src",
+        &[
+            ("output", 0),
+            ("heap", 0),
+            ("outcome", 0),
+            ("flow_error", 0),
+            ("formats", 1),
+            ("catalog", 1),
+            ("scenario", 2),
+            ("estimate", 3),
+            ("results", 4),
+            ("runner", 5),
+            ("bench", 6),
+            ("collective_sweep", 6),
+            ("decision", 6),
+            ("compare", 7),
+            ("report", 8),
+            ("validate", 9),
+            ("sweep", 9),
+            ("calibrate", 10),
+        ],
+    );
+}
+
+#[test]
+fn the_path_scanner_sees_used_and_written_paths_and_climbs_super() {
+    let module = |m: &[&str]| m.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let text =
+        "//! crate::docs don't count\nuse crate::units::Time;\nuse crate::{wire::ib, proto};\n\
+                use super::super::engine::Queue;\nuse super::sibling;\n\
+                fn f() { let _ = crate::topology::x(); let _ = \"crate::string\"; }\n\
+                mod tests { use super::super::super::clos; use super::super::pool_item; }";
     assert_eq!(
-        crate_paths("use crate::units::Time;\nuse crate::{wire::ib, proto};"),
-        ["units", "wire", "proto"]
+        crate_paths(text, &module(&["pool", "inner"])),
+        ["units", "wire", "proto", "engine", "topology", "clos"]
     );
 }

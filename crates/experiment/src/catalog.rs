@@ -3,8 +3,8 @@
 //! power, source and year. The built-in catalog is `catalog/catalog.toml`; a user's file
 //! (`--catalog FILE`) or a scenario's `[catalog.NAME]` tables override it key by key.
 
-use crate::scenario::FabricKind;
 use fabricsim_core::units::{parse_quantity, BitRate, Dimension, Time};
+use fabricsim_fabric::FabricKind;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use toml::{Table, Value};

@@ -24,9 +24,11 @@ pub mod collective_sweep;
 pub mod compare;
 pub mod decision;
 pub mod estimate;
+pub mod flow_error;
 pub mod formats;
 #[allow(unsafe_code)]
 pub mod heap;
+pub mod outcome;
 pub mod output;
 pub mod report;
 pub mod results;

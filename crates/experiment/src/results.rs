@@ -1,8 +1,8 @@
 //! Results: the JSON summary of docs/SCENARIO.md, flows.csv, ports.csv and rates.csv,
 //! written as one folder that is never half-written (see [`crate::output`]).
 
+use crate::outcome::Outcome;
 use crate::output;
-use crate::runner::Outcome;
 use crate::scenario::{FabricKind, Scenario};
 use fabricsim_core::units::Time;
 use fabricsim_fabric::report::{Deadlock, FlowResult, RunReport};

@@ -3,72 +3,24 @@
 //! (a results folder, a capture, the sensitivity run).
 
 use crate::formats::pcap::{self, LinkType};
+pub use crate::outcome::{Capture, Outcome};
 use crate::output;
 use crate::results::{self, Summary};
 use crate::scenario::{FabricKind, Scenario};
 use fabricsim_core::units::HostId;
 use fabricsim_core::units::Time;
 use fabricsim_fabric::flow::{self, FlowConfig, FlowRouting, FlowWire, Sharing};
-use fabricsim_fabric::infiniband::{self, CaptureFilter, Captured};
+use fabricsim_fabric::infiniband::{self, CaptureFilter};
 pub use fabricsim_fabric::parallel::Trial;
-use fabricsim_fabric::report::RunReport;
-use fabricsim_fabric::rocev2::{self, CapturedFrame, RateSample};
-use fabricsim_fabric::workload::datapath::{self, PathedMessage};
-use fabricsim_fabric::workload::{build, build_with, Collective, Traffic, Training};
+use fabricsim_fabric::rocev2::{self};
+use fabricsim_fabric::workload::datapath::{self};
+use fabricsim_fabric::workload::{build, build_with, Traffic};
 use fabricsim_fabric::EventDriven;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
-
-/// A finished run with its wall time and, if asked for, its captured packets.
-pub struct Outcome {
-    pub report: RunReport,
-    pub wall_seconds: f64,
-    pub captured: Capture,
-    /// RoCEv2: every flow's DCQCN rate cuts and periodic rate samples.
-    pub rates: Vec<RateSample>,
-    /// The collectives run, each with the range of its messages (flows).
-    pub collectives: Vec<(Collective, Range<u32>)>,
-    /// The training jobs run, each with its iterations' ranges of messages.
-    pub trainings: Vec<(Training, Vec<Range<u32>>)>,
-    /// Messages sent along host data paths, with their stages.
-    pub data_paths: Vec<PathedMessage>,
-    /// Whether the run was simulated at flow level.
-    pub flow_level: bool,
-    /// Why `level = "auto"` chose the level it did.
-    pub level_reason: Option<String>,
-    /// At flow level, where the result leaves the range calibrated against packet level.
-    pub flow_notes: Vec<String>,
-    /// The threads the run was split over (1: it ran on one).
-    pub threads: usize,
-    /// The windows of a split run (0 on one thread).
-    pub windows: u64,
-}
-
-/// Captured packets, as each fabric records them.
-#[derive(Clone, Debug)]
-pub enum Capture {
-    /// Native IB packets leaving their source HCA.
-    Infiniband(Vec<Captured>),
-    /// Ethernet frames: RoCEv2 packets leaving their source NIC, PFC frames from any port.
-    Ethernet(Vec<CapturedFrame>),
-}
-
-impl Capture {
-    pub fn len(&self) -> usize {
-        match self {
-            Capture::Infiniband(c) => c.len(),
-            Capture::Ethernet(c) => c.len(),
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
 
 /// The model a scenario runs on.
 enum Model {
@@ -463,7 +415,7 @@ fn tree_note(scenario: &Scenario) -> Option<String> {
         return None;
     }
     let fabric = scenario.fabric.name();
-    let recorded = crate::calibrate::recorded_range(fabric, |r| r.case.contains("tree"))
+    let recorded = crate::flow_error::recorded_range(fabric, |r| r.case.contains("tree"))
         .map(|(lo, hi)| {
             format!(
                 "; on examples/calibration's trees {:+.0} % to {:+.0} % against packet level",
@@ -483,7 +435,7 @@ fn sharing_notes(sim: &flow::Simulation, probe: u64, probed: u32) -> Vec<String>
     let Some(at) = sim.sharing_at(load).filter(|_| probe > 0) else {
         return Vec::new();
     };
-    let errs = match crate::calibrate::recorded_range("rocev2", |_| true) {
+    let errs = match crate::flow_error::recorded_range("rocev2", |_| true) {
         Some((lo, hi)) => format!(
             "flow level on RoCEv2 errs from {:+.0} % to {:+.0} % against packet level on examples/calibration (its record.json)",
             lo * 100.0,

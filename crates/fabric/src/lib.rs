@@ -21,3 +21,27 @@ pub mod rocev2;
 pub mod workload;
 
 pub use driver::EventDriven;
+
+/// Which of the two fabrics a run is on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FabricKind {
+    Infiniband,
+    Rocev2,
+}
+
+impl FabricKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            FabricKind::Infiniband => "infiniband",
+            FabricKind::Rocev2 => "rocev2",
+        }
+    }
+
+    /// The name as people write it: "InfiniBand", "RoCEv2".
+    pub fn label(self) -> &'static str {
+        match self {
+            FabricKind::Infiniband => "InfiniBand",
+            FabricKind::Rocev2 => "RoCEv2",
+        }
+    }
+}

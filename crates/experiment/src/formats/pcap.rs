@@ -3,10 +3,10 @@
 //! RoCEv2: Ethernet frames without FCS (LINKTYPE_ETHERNET, 1), decoded as RRoCE on UDP
 //! port 4791 and as PFC MAC control frames.
 
-use crate::runner::Capture;
-use crate::scenario::FabricKind;
+use crate::outcome::Capture;
 use fabricsim_core::units::Time;
 use fabricsim_core::wire::erf;
+use fabricsim_fabric::FabricKind;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::{DataLink, Endianness, TsResolution};
 use std::time::Duration;

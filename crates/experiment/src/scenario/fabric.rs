@@ -36,29 +36,7 @@ pub(super) struct FileFabric {
     pub rocev2: rocev2::FileRoce,
 }
 
-/// Which fabric a scenario runs on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FabricKind {
-    Infiniband,
-    Rocev2,
-}
-
-impl FabricKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            FabricKind::Infiniband => "infiniband",
-            FabricKind::Rocev2 => "rocev2",
-        }
-    }
-
-    /// The name as people write it: "InfiniBand", "RoCEv2".
-    pub fn label(self) -> &'static str {
-        match self {
-            FabricKind::Infiniband => "InfiniBand",
-            FabricKind::Rocev2 => "RoCEv2",
-        }
-    }
-}
+pub use fabricsim_fabric::FabricKind;
 
 /// `[fabric]` and `[fabric.infiniband]` read; `roce` still needs its own table, which
 /// depends on the topology's hosts.

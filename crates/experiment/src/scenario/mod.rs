@@ -20,7 +20,8 @@ mod traffic;
 pub use cluster::{describe as describe_design, ClusterDesigns, Hardware, Optics};
 pub use cost::CostSettings;
 pub use fabric::FabricKind;
-pub use simulation::{Auto, Level, DEFAULT_BUDGET};
+pub(crate) use simulation::packets_only;
+pub use simulation::{flow_unmodelled, Auto, Level, DEFAULT_BUDGET};
 pub use topology::TopologySpec;
 
 use crate::catalog::{Catalog, ItemKind};

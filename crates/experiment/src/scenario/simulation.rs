@@ -125,7 +125,7 @@ pub fn flow_unmodelled(s: &Scenario) -> Option<String> {
 }
 
 /// The mechanisms only packets show in `s`, if any.
-fn packets_only(s: &Scenario) -> Option<String> {
+pub(crate) fn packets_only(s: &Scenario) -> Option<String> {
     use super::FabricKind;
     if s.fabric == FabricKind::Rocev2 {
         let r = &s.roce;
@@ -154,91 +154,6 @@ impl Scenario {
         }
         self.level = level;
         Ok(())
-    }
-
-    /// Whether this scenario runs at flow level, and if `auto` chose, which and why (for
-    /// standard error and the summary). `auto` keeps packet level where flow level would
-    /// refuse, and where the estimate fails (the run then says why).
-    pub fn runs_at_flow_level(&self) -> (bool, Option<String>) {
-        let auto = "simulation.level = \"auto\"";
-        let (flow, why) = match self.level {
-            Level::Packet => return (false, None),
-            Level::Flow => return (true, None),
-            Level::Auto(Auto::AboveHosts(above)) => {
-                let hosts = self.host_count() as u64;
-                if hosts <= above {
-                    (
-                        false,
-                        format!("{auto}: {hosts} hosts <= flow_above_hosts = {above}"),
-                    )
-                } else {
-                    (
-                        true,
-                        format!("{auto}: {hosts} hosts > flow_above_hosts = {above}"),
-                    )
-                }
-            }
-            Level::Auto(Auto::Budget(budget)) => {
-                let mut packet = self.clone();
-                packet.level = Level::Packet;
-                let Ok(e) = crate::estimate::estimate(&packet) else {
-                    return (false, None);
-                };
-                let (secs, cores) = crate::estimate::packet_wall_seconds(e.events);
-                let budget_s = budget.ps() as f64 / 1e12;
-                let free = crate::estimate::memory_budget().ok().flatten();
-                let why = format!(
-                    "{auto}: packet level estimated at {} on this machine's {cores} cores, {} the budget of {}",
-                    human_seconds(secs),
-                    if secs <= budget_s { "within" } else { "beyond" },
-                    human_seconds(budget_s)
-                );
-                match free.filter(|&f| e.memory_bytes > f) {
-                    Some(f) => (
-                        true,
-                        format!(
-                            "{why}, but it needs {} MB of the {} MB available",
-                            e.memory_bytes >> 20,
-                            f >> 20
-                        ),
-                    ),
-                    None => (secs > budget_s, why),
-                }
-            }
-        };
-        if !flow {
-            return (false, Some(format!("{why}: running at packet level")));
-        }
-        if let Some(refused) = packets_only(self) {
-            return (false, Some(format!("{why}, but packet level: {refused}")));
-        }
-        let unmodelled = flow_unmodelled(self)
-            .map(|w| format!("; warning: {w}"))
-            .unwrap_or_default();
-        let errs = crate::calibrate::recorded_range(self.fabric.name(), |_| true)
-            .map(|(lo, hi)| {
-                format!(
-                    " (flow level errs from {:+.0} % to {:+.0} % against packet level on examples/calibration)",
-                    lo * 100.0,
-                    hi * 100.0
-                )
-            })
-            .unwrap_or_default();
-        (
-            true,
-            Some(format!("{why}: running at flow level{errs}{unmodelled}")),
-        )
-    }
-}
-
-/// Seconds as a person reads them: "40 s", "12 min", "3.5 h".
-fn human_seconds(s: f64) -> String {
-    if s < 120.0 {
-        format!("{s:.0} s")
-    } else if s < 7200.0 {
-        format!("{:.0} min", s / 60.0)
-    } else {
-        format!("{:.1} h", s / 3600.0)
     }
 }
 
