@@ -288,57 +288,6 @@ impl Estimate {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn route_tables_grow_with_switches_and_leaves_not_hosts() {
-        let s = Scenario::parse(
-            "[topology]\nkind = \"leaf-spine\"\nhosts = 65536\nleaves = 1024\nspines = 64\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = 5\n",
-            "huge",
-        )
-        .unwrap();
-        let e = estimate(&s).unwrap();
-        // 1,088 switches x 1,024 leaves x 12 B of routes (13 MB), 65,536 hosts, 139,264
-        // ports x 256 B: far below the 35 GB a table per (node, host) took.
-        assert!(e.memory_bytes < 100 << 20, "{e:?}");
-        assert_eq!(e.packets, 1);
-    }
-
-    #[test]
-    fn packets_count_each_message_in_mtu_pieces() {
-        let s = Scenario::parse(
-            "[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = \"1MiB\"\n[[traffic]]\nkind = \"flow\"\nsrc = 1\ndst = 0\nsize = 4097\n",
-            "two",
-        )
-        .unwrap();
-        let e = estimate(&s).unwrap();
-        assert_eq!(e.packets, 256 + 2);
-        // Two links on one switch, each with a transmission and an arrival, and on
-        // InfiniBand a credit packet back over each (two more), then the ACK: 9 events
-        // per packet; 5 on RoCEv2.
-        assert_eq!(e.events, 258 * 9);
-        let roce = Scenario {
-            fabric: FabricKind::Rocev2,
-            ..s
-        };
-        assert_eq!(estimate(&roce).unwrap().events, 258 * 5);
-        assert!(e.memory_bytes < 64 << 20, "{e:?}");
-    }
-
-    #[test]
-    fn transfers_inside_a_server_make_no_packets() {
-        let s = Scenario::parse(
-            "[topology]\nkind = \"single-switch\"\nhosts = 16\ngpus_per_node = 8\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = \"1MiB\"\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 8\nsize = \"1MiB\"\n",
-            "nvlink",
-        )
-        .unwrap();
-        // Only the second flow leaves its server.
-        assert_eq!(estimate(&s).unwrap().packets, 256);
-    }
-}
-
 /// The level a scenario runs at, decided here rather than in `scenario` because `auto`
 /// asks this module's estimate.
 impl Scenario {
@@ -425,5 +374,56 @@ fn human_seconds(s: f64) -> String {
         format!("{:.0} min", s / 60.0)
     } else {
         format!("{:.1} h", s / 3600.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn route_tables_grow_with_switches_and_leaves_not_hosts() {
+        let s = Scenario::parse(
+            "[topology]\nkind = \"leaf-spine\"\nhosts = 65536\nleaves = 1024\nspines = 64\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = 5\n",
+            "huge",
+        )
+        .unwrap();
+        let e = estimate(&s).unwrap();
+        // 1,088 switches x 1,024 leaves x 12 B of routes (13 MB), 65,536 hosts, 139,264
+        // ports x 256 B: far below the 35 GB a table per (node, host) took.
+        assert!(e.memory_bytes < 100 << 20, "{e:?}");
+        assert_eq!(e.packets, 1);
+    }
+
+    #[test]
+    fn packets_count_each_message_in_mtu_pieces() {
+        let s = Scenario::parse(
+            "[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = \"1MiB\"\n[[traffic]]\nkind = \"flow\"\nsrc = 1\ndst = 0\nsize = 4097\n",
+            "two",
+        )
+        .unwrap();
+        let e = estimate(&s).unwrap();
+        assert_eq!(e.packets, 256 + 2);
+        // Two links on one switch, each with a transmission and an arrival, and on
+        // InfiniBand a credit packet back over each (two more), then the ACK: 9 events
+        // per packet; 5 on RoCEv2.
+        assert_eq!(e.events, 258 * 9);
+        let roce = Scenario {
+            fabric: FabricKind::Rocev2,
+            ..s
+        };
+        assert_eq!(estimate(&roce).unwrap().events, 258 * 5);
+        assert!(e.memory_bytes < 64 << 20, "{e:?}");
+    }
+
+    #[test]
+    fn transfers_inside_a_server_make_no_packets() {
+        let s = Scenario::parse(
+            "[topology]\nkind = \"single-switch\"\nhosts = 16\ngpus_per_node = 8\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = \"1MiB\"\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 8\nsize = \"1MiB\"\n",
+            "nvlink",
+        )
+        .unwrap();
+        // Only the second flow leaves its server.
+        assert_eq!(estimate(&s).unwrap().packets, 256);
     }
 }
