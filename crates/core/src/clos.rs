@@ -9,8 +9,35 @@
 //! switches are non-blocking. A full k-ary fat-tree comes out exactly: k^3/4 hosts on
 //! k^2/2 leaves, k^2/2 aggregation switches and k^2/4 cores.
 
-use crate::topology::Topology;
+use crate::topology::{Topology, TopologyError};
 use crate::units::{BitRate, Time};
+
+/// Why no Clos network can be planned for a request.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ClosError {
+    #[error("a switch of {radix} ports cannot build a Clos network (at least 4)")]
+    Radix { radix: u32 },
+    #[error("{hosts} GPUs are not whole servers of {gpus_per_node}")]
+    Servers { hosts: u32, gpus_per_node: u32 },
+    #[error("oversubscription {ratio}: must be between 1 and 64")]
+    Oversubscription { ratio: f64 },
+    #[error("{gpus} GPUs per server need {gpus} rail leaves per group; a three-tier design of {radix}-port switches fits at most {} rails per pod", radix / 2)]
+    Rails { gpus: u32, radix: u32 },
+    #[error("{hosts} hosts need {pods} pods of {per_pod} leaves; three tiers of {radix}-port switches hold at most {radix} pods")]
+    Pods {
+        hosts: u32,
+        pods: u32,
+        per_pod: u32,
+        radix: u32,
+    },
+}
+
+/// For callers that report errors as sentences.
+impl From<ClosError> for String {
+    fn from(e: ClosError) -> String {
+        e.to_string()
+    }
+}
 
 /// How hosts are spread over leaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,7 +97,7 @@ impl ClosPlan {
         gpus_per_node: u32,
         rate: BitRate,
         delay: Time,
-    ) -> Result<Topology, String> {
+    ) -> Result<Topology, TopologyError> {
         let mut t = Topology::empty();
         let hosts: Vec<_> = self.host_leaf.iter().map(|_| t.add_host()).collect();
         let tiers: Vec<Vec<_>> = self
@@ -113,24 +140,21 @@ fn spread(ups: &[u32], m: u32) -> Vec<(u32, u32)> {
 }
 
 /// Plans the smallest design for `r`; errors name what does not fit.
-pub fn plan(r: &ClosRequest) -> Result<ClosPlan, String> {
+pub fn plan(r: &ClosRequest) -> Result<ClosPlan, ClosError> {
     let radix = r.radix;
     if radix < 4 {
-        return Err(format!(
-            "a switch of {radix} ports cannot build a Clos network (at least 4)"
-        ));
+        return Err(ClosError::Radix { radix });
     }
     if r.gpus_per_node == 0 || !r.hosts.is_multiple_of(r.gpus_per_node) {
-        return Err(format!(
-            "{} GPUs are not whole servers of {}",
-            r.hosts, r.gpus_per_node
-        ));
+        return Err(ClosError::Servers {
+            hosts: r.hosts,
+            gpus_per_node: r.gpus_per_node,
+        });
     }
     if !(r.oversubscription >= 1.0 && r.oversubscription <= 64.0) {
-        return Err(format!(
-            "oversubscription {}: must be between 1 and 64",
-            r.oversubscription
-        ));
+        return Err(ClosError::Oversubscription {
+            ratio: r.oversubscription,
+        });
     }
     if r.style == ClosStyle::FatTree && r.hosts <= radix {
         return Ok(ClosPlan {
@@ -152,10 +176,7 @@ pub fn plan(r: &ClosRequest) -> Result<ClosPlan, String> {
         ClosStyle::RailOptimized => {
             let g = r.gpus_per_node;
             if g > radix / 2 {
-                return Err(format!(
-                    "{g} GPUs per server need {g} rail leaves per group; a three-tier design of {radix}-port switches fits at most {} rails per pod",
-                    radix / 2
-                ));
+                return Err(ClosError::Rails { gpus: g, radix });
             }
             // Groups as even as whole servers allow, so no leaf is left nearly empty.
             let groups = servers.div_ceil(down);
@@ -188,10 +209,12 @@ pub fn plan(r: &ClosRequest) -> Result<ClosPlan, String> {
     let per_pod = (radix / 2 / leaves_per_group) * leaves_per_group;
     let pods = leaves.div_ceil(per_pod);
     if pods > radix {
-        return Err(format!(
-            "{} hosts need {pods} pods of {per_pod} leaves; three tiers of {radix}-port switches hold at most {radix} pods",
-            r.hosts
-        ));
+        return Err(ClosError::Pods {
+            hosts: r.hosts,
+            pods,
+            per_pod,
+            radix,
+        });
     }
     let cores_per_plane = (pods * per_pod).div_ceil(radix);
     let mut leaf_agg = Vec::new();
@@ -328,10 +351,8 @@ mod tests {
         assert_eq!(p.switches, vec![1]);
         let t = p.build(8, BitRate::gbps(400), Time::ZERO).unwrap();
         assert!(t.same_server(HostId(0), HostId(7)));
-        assert!(
-            plan(&request(8 * 8 * 8 / 4 + 1, 1, 8, ClosStyle::FatTree, 1.0))
-                .unwrap_err()
-                .contains("at most 8 pods")
-        );
+        let err = plan(&request(8 * 8 * 8 / 4 + 1, 1, 8, ClosStyle::FatTree, 1.0)).unwrap_err();
+        assert!(matches!(err, ClosError::Pods { radix: 8, .. }), "{err}");
+        assert!(err.to_string().contains("at most 8 pods"), "{err}");
     }
 }

@@ -8,6 +8,56 @@
 use crate::units::{BitRate, HostId, NodeId, PortId, Time};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
+/// Why a topology cannot be built or routed: a sentence naming the offending values.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TopologyError {
+    #[error("hosts = {hosts}: a single-switch topology needs at least 2 hosts")]
+    SingleSwitchHosts { hosts: u32 },
+    #[error("leaves = {leaves}, spines = {spines}: both must be at least 1")]
+    LeafSpineSwitches { leaves: u32, spines: u32 },
+    #[error("hosts = {hosts}: need at least 2 hosts and one per leaf ({leaves} leaves)")]
+    LeafSpineHosts { hosts: u32, leaves: u32 },
+    #[error("k = {k}: a fat-tree needs an even k between 2 and 64")]
+    FatTreeK { k: u32 },
+    #[error("switch id {switch} is not a node (the file has nodes 0 to {})", nodes.saturating_sub(1))]
+    SwitchNotANode { switch: u32, nodes: u32 },
+    #[error("switch id {switch} is listed twice")]
+    SwitchTwice { switch: u32 },
+    #[error("link {link} ({a} {b}): node {end} does not exist (the file has nodes 0 to {})", nodes.saturating_sub(1))]
+    LinkEndMissing {
+        link: usize,
+        a: u32,
+        b: u32,
+        end: u32,
+        nodes: u32,
+    },
+    #[error("link {link} ({node} {node}): a link needs two nodes")]
+    LinkToItself { link: usize, node: u32 },
+    #[error("link {link} ({a} {b}): joins two hosts; hosts must hang off switches")]
+    LinkBetweenHosts { link: usize, a: u32, b: u32 },
+    #[error("host node {host} has {links} links; a host needs exactly one (one NIC port)")]
+    HostLinks { host: usize, links: u32 },
+    #[error("the topology needs at least 2 hosts")]
+    TooFewHosts,
+    #[error("nodes = {servers}, gpus_per_node = {gpus}, spines = {spines}: need at least 2 nodes, 1 GPU and 1 spine")]
+    RailShape {
+        servers: u32,
+        gpus: u32,
+        spines: u32,
+    },
+    #[error("gpus_per_node = {gpus}: must divide the {hosts} hosts")]
+    GpusPerNode { gpus: u32, hosts: u32 },
+    #[error("host {host} cannot reach host {from}: the topology is not connected")]
+    NotConnected { host: usize, from: u32 },
+}
+
+/// For callers that report errors as sentences.
+impl From<TopologyError> for String {
+    fn from(e: TopologyError) -> String {
+        e.to_string()
+    }
+}
+
 /// What a node is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NodeKind {
@@ -123,11 +173,13 @@ impl Topology {
     }
 
     /// `hosts` hosts on one switch.
-    pub fn single_switch(hosts: u32, rate: BitRate, delay: Time) -> Result<Topology, String> {
+    pub fn single_switch(
+        hosts: u32,
+        rate: BitRate,
+        delay: Time,
+    ) -> Result<Topology, TopologyError> {
         if hosts < 2 {
-            return Err(format!(
-                "hosts = {hosts}: a single-switch topology needs at least 2 hosts"
-            ));
+            return Err(TopologyError::SingleSwitchHosts { hosts });
         }
         let mut t = Topology::empty();
         let hs: Vec<NodeId> = (0..hosts).map(|_| t.add_host()).collect();
@@ -148,16 +200,12 @@ impl Topology {
         rate: BitRate,
         uplink_rate: BitRate,
         delay: Time,
-    ) -> Result<Topology, String> {
+    ) -> Result<Topology, TopologyError> {
         if leaves == 0 || spines == 0 {
-            return Err(format!(
-                "leaves = {leaves}, spines = {spines}: both must be at least 1"
-            ));
+            return Err(TopologyError::LeafSpineSwitches { leaves, spines });
         }
         if hosts < 2 || hosts < leaves {
-            return Err(format!(
-                "hosts = {hosts}: need at least 2 hosts and one per leaf ({leaves} leaves)"
-            ));
+            return Err(TopologyError::LeafSpineHosts { hosts, leaves });
         }
         let mut t = Topology::empty();
         let hs: Vec<NodeId> = (0..hosts).map(|_| t.add_host()).collect();
@@ -182,11 +230,9 @@ impl Topology {
 
     /// A three-tier k-ary fat-tree (Al-Fares et al. 2008): k pods of k/2 edge and k/2
     /// aggregation switches, (k/2)^2 cores, k^3/4 hosts; non-blocking.
-    pub fn fat_tree(k: u32, rate: BitRate, delay: Time) -> Result<Topology, String> {
+    pub fn fat_tree(k: u32, rate: BitRate, delay: Time) -> Result<Topology, TopologyError> {
         if k < 2 || !k.is_multiple_of(2) || k > 64 {
-            return Err(format!(
-                "k = {k}: a fat-tree needs an even k between 2 and 64"
-            ));
+            return Err(TopologyError::FatTreeK { k });
         }
         let half = k / 2;
         let mut t = Topology::empty();
@@ -232,17 +278,14 @@ impl Topology {
         nodes: u32,
         switches: &[u32],
         links: &[GraphLink],
-    ) -> Result<Topology, String> {
+    ) -> Result<Topology, TopologyError> {
         let mut is_switch = vec![false; nodes as usize];
         for &s in switches {
-            let slot = is_switch.get_mut(s as usize).ok_or_else(|| {
-                format!(
-                    "switch id {s} is not a node (the file has nodes 0 to {})",
-                    nodes.saturating_sub(1)
-                )
-            })?;
+            let slot = is_switch
+                .get_mut(s as usize)
+                .ok_or(TopologyError::SwitchNotANode { switch: s, nodes })?;
             if *slot {
-                return Err(format!("switch id {s} is listed twice"));
+                return Err(TopologyError::SwitchTwice { switch: s });
             }
             *slot = true;
         }
@@ -251,26 +294,25 @@ impl Topology {
         for (i, l) in links.iter().enumerate() {
             for end in [l.a, l.b] {
                 if end >= nodes {
-                    return Err(format!(
-                        "link {i} ({} {}): node {end} does not exist (the file has nodes 0 to {})",
-                        l.a,
-                        l.b,
-                        nodes.saturating_sub(1)
-                    ));
+                    return Err(TopologyError::LinkEndMissing {
+                        link: i,
+                        a: l.a,
+                        b: l.b,
+                        end,
+                        nodes,
+                    });
                 }
             }
             if l.a == l.b {
-                return Err(format!(
-                    "link {i} ({} {}): a link needs two nodes",
-                    l.a, l.b
-                ));
+                return Err(TopologyError::LinkToItself { link: i, node: l.a });
             }
             let (sa, sb) = (is_switch[l.a as usize], is_switch[l.b as usize]);
             if !sa && !sb {
-                return Err(format!(
-                    "link {i} ({} {}): joins two hosts; hosts must hang off switches",
-                    l.a, l.b
-                ));
+                return Err(TopologyError::LinkBetweenHosts {
+                    link: i,
+                    a: l.a,
+                    b: l.b,
+                });
             }
             degree[l.a as usize] += 1;
             degree[l.b as usize] += 1;
@@ -278,13 +320,13 @@ impl Topology {
             near_host[l.b as usize] |= !sa;
         }
         if let Some(h) = (0..nodes as usize).find(|&n| !is_switch[n] && degree[n] != 1) {
-            return Err(format!(
-                "host node {h} has {} links; a host needs exactly one (one NIC port)",
-                degree[h]
-            ));
+            return Err(TopologyError::HostLinks {
+                host: h,
+                links: degree[h],
+            });
         }
         if is_switch.iter().filter(|s| !**s).count() < 2 {
-            return Err("the topology needs at least 2 hosts".into());
+            return Err(TopologyError::TooFewHosts);
         }
         let mut t = Topology::empty();
         for n in 0..nodes as usize {
@@ -310,11 +352,13 @@ impl Topology {
         rate: BitRate,
         uplink_rate: BitRate,
         delay: Time,
-    ) -> Result<Topology, String> {
+    ) -> Result<Topology, TopologyError> {
         if servers < 2 || gpus == 0 || spines == 0 {
-            return Err(format!(
-                "nodes = {servers}, gpus_per_node = {gpus}, spines = {spines}: need at least 2 nodes, 1 GPU and 1 spine"
-            ));
+            return Err(TopologyError::RailShape {
+                servers,
+                gpus,
+                spines,
+            });
         }
         let mut t = Topology::empty();
         let hs: Vec<NodeId> = (0..servers * gpus).map(|_| t.add_host()).collect();
@@ -333,12 +377,12 @@ impl Topology {
     }
 
     /// Groups hosts into servers of `gpus` consecutive hosts (an NVLink domain each).
-    pub fn set_gpus_per_node(&mut self, gpus: u32) -> Result<(), String> {
+    pub fn set_gpus_per_node(&mut self, gpus: u32) -> Result<(), TopologyError> {
         if gpus == 0 || !self.host_count().is_multiple_of(gpus) {
-            return Err(format!(
-                "gpus_per_node = {gpus}: must divide the {} hosts",
-                self.host_count()
-            ));
+            return Err(TopologyError::GpusPerNode {
+                gpus,
+                hosts: self.host_count(),
+            });
         }
         self.gpus_per_node = gpus;
         Ok(())
@@ -460,7 +504,7 @@ impl Routes {
     /// exactly the up/down paths. The static choice is d-mod-k: a switch at tier `t` with
     /// `n` candidate ports picks `(dst / n^t) mod n`, so destinations spread evenly.
     /// Errors if some host cannot reach another.
-    pub fn minimal(topo: &Topology) -> Result<Routes, String> {
+    pub fn minimal(topo: &Topology) -> Result<Routes, TopologyError> {
         let hosts = topo.host_count() as usize;
         let nodes = topo.nodes();
         let mut switch_rank = vec![NO_SWITCH; nodes.len()];
@@ -521,10 +565,10 @@ impl Routes {
                 .take(if g == 0 { hosts } else { 0 })
                 .find(|&h| dist[attached[h].index()] == u32::MAX)
             {
-                return Err(format!(
-                    "host {h} cannot reach host {}: the topology is not connected",
-                    leader.0
-                ));
+                return Err(TopologyError::NotConnected {
+                    host: h,
+                    from: leader.0,
+                });
             }
             for (rank, &(n, tier)) in switches.iter().enumerate() {
                 if n == attached[leader.index()] {
@@ -700,15 +744,31 @@ mod tests {
         assert_eq!(t.host_node(HostId(1)), NodeId(2));
         assert_eq!(t.nodes()[1], NodeKind::Switch { tier: 0 });
         assert!(Routes::minimal(&t).is_ok());
-        assert!(Topology::from_graph(5, &[1, 3], &[link(0, 2)])
-            .unwrap_err()
-            .contains("two hosts"));
-        assert!(Topology::from_graph(5, &[1, 3], &links[..3])
-            .unwrap_err()
-            .contains("host node 4 has 0 links"));
-        assert!(Topology::from_graph(5, &[7], &links)
-            .unwrap_err()
-            .contains("switch id 7"));
+        let between = Topology::from_graph(5, &[1, 3], &[link(0, 2)]).unwrap_err();
+        assert_eq!(
+            between,
+            TopologyError::LinkBetweenHosts {
+                link: 0,
+                a: 0,
+                b: 2
+            }
+        );
+        assert!(between.to_string().contains("two hosts"), "{between}");
+        let unlinked = Topology::from_graph(5, &[1, 3], &links[..3]).unwrap_err();
+        assert_eq!(unlinked, TopologyError::HostLinks { host: 4, links: 0 });
+        assert!(unlinked.to_string().contains("host node 4 has 0 links"));
+        let stray = Topology::from_graph(5, &[7], &links).unwrap_err();
+        assert_eq!(
+            stray,
+            TopologyError::SwitchNotANode {
+                switch: 7,
+                nodes: 5
+            }
+        );
+        assert_eq!(
+            stray.to_string(),
+            "switch id 7 is not a node (the file has nodes 0 to 4)"
+        );
     }
 
     /// The tables kept per destination switch give, for every (switch, host), exactly the

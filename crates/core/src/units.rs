@@ -283,10 +283,42 @@ impl Dimension {
     }
 }
 
+/// Why a quantity did not parse: a sentence about the text as given, without the key,
+/// which the caller adds.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum QuantityError {
+    #[error("\"{text}\" is negative; a {dimension} must be positive")]
+    Negative {
+        text: String,
+        dimension: &'static str,
+    },
+    #[error("\"{text}\" has no number; expected e.g. \"{example}\"")]
+    NoNumber { text: String, example: &'static str },
+    #[error("\"{text}\" has no unit; expected one of {units}")]
+    NoUnit { text: String, units: String },
+    #[error(
+        "\"{text}\" has unit \"{unit}\", which is not a {dimension} unit; expected one of {units}"
+    )]
+    WrongUnit {
+        text: String,
+        unit: String,
+        dimension: &'static str,
+        units: String,
+    },
+    #[error("\"{text}\" is not a number")]
+    NotANumber { text: String },
+    #[error("\"{text}\" has too many digits")]
+    TooManyDigits { text: String },
+    #[error("\"{text}\" is too large")]
+    TooLarge { text: String },
+    #[error("\"{text}\" is not a whole number of {base}")]
+    NotWhole { text: String, base: &'static str },
+}
+
 /// Parses a quantity such as `"1.5us"` into its base unit (picoseconds, bytes, bit/s or
 /// millimetres). The number is decimal, parsed exactly; the result must be a whole
 /// number of base units. Errors are human sentences without the key, which the caller adds.
-pub fn parse_quantity(text: &str, dim: Dimension) -> Result<u64, String> {
+pub fn parse_quantity(text: &str, dim: Dimension) -> Result<u64, QuantityError> {
     let s = text.trim();
     let split = s
         .char_indices()
@@ -295,60 +327,59 @@ pub fn parse_quantity(text: &str, dim: Dimension) -> Result<u64, String> {
         .unwrap_or(s.len());
     let (num, unit) = (s[..split].replace('_', ""), s[split..].trim());
     if s.starts_with('-') {
-        return Err(format!(
-            "\"{text}\" is negative; a {} must be positive",
-            dim.name()
-        ));
+        return Err(QuantityError::Negative {
+            text: text.into(),
+            dimension: dim.name(),
+        });
     }
     if num.is_empty() {
-        return Err(format!(
-            "\"{text}\" has no number; expected e.g. \"{}\"",
-            dim.example()
-        ));
+        return Err(QuantityError::NoNumber {
+            text: text.into(),
+            example: dim.example(),
+        });
     }
     if unit.is_empty() {
-        return Err(format!(
-            "\"{text}\" has no unit; expected one of {}",
-            dim.unit_list()
-        ));
+        return Err(QuantityError::NoUnit {
+            text: text.into(),
+            units: dim.unit_list(),
+        });
     }
     let factor = dim
         .units()
         .iter()
         .find(|(u, _)| *u == unit)
         .map(|(_, f)| *f)
-        .ok_or_else(|| {
-            format!(
-                "\"{text}\" has unit \"{unit}\", which is not a {} unit; expected one of {}",
-                dim.name(),
-                dim.unit_list()
-            )
+        .ok_or_else(|| QuantityError::WrongUnit {
+            text: text.into(),
+            unit: unit.into(),
+            dimension: dim.name(),
+            units: dim.unit_list(),
         })?;
     let (int_part, frac_part) = match num.split_once('.') {
         Some((i, f)) => (i, f),
         None => (num.as_str(), ""),
     };
     if frac_part.contains('.') || (int_part.is_empty() && frac_part.is_empty()) {
-        return Err(format!("\"{text}\" is not a number"));
+        return Err(QuantityError::NotANumber { text: text.into() });
     }
     if int_part.len() + frac_part.len() > 30 {
-        return Err(format!("\"{text}\" has too many digits"));
+        return Err(QuantityError::TooManyDigits { text: text.into() });
     }
     let digits: u128 = format!("{int_part}{frac_part}")
         .parse()
-        .map_err(|_| format!("\"{text}\" is not a number"))?;
+        .map_err(|_| QuantityError::NotANumber { text: text.into() })?;
     let denom = 10u128.pow(frac_part.len() as u32);
     let scaled = digits
         .checked_mul(factor)
-        .ok_or_else(|| format!("\"{text}\" is too large"))?;
+        .ok_or_else(|| QuantityError::TooLarge { text: text.into() })?;
     if scaled % denom != 0 {
-        return Err(format!(
-            "\"{text}\" is not a whole number of {}",
-            dim.units()[0].0
-        ));
+        return Err(QuantityError::NotWhole {
+            text: text.into(),
+            base: dim.units()[0].0,
+        });
     }
     let value = scaled / denom;
-    u64::try_from(value).map_err(|_| format!("\"{text}\" is too large"))
+    u64::try_from(value).map_err(|_| QuantityError::TooLarge { text: text.into() })
 }
 
 macro_rules! id_type {
@@ -401,18 +432,34 @@ mod tests {
 
     #[test]
     fn rejects_bad_quantities() {
-        assert!(parse_quantity("400", Dimension::Rate)
-            .unwrap_err()
-            .contains("no unit"));
-        assert!(parse_quantity("4KiB", Dimension::Rate)
-            .unwrap_err()
-            .contains("not a rate unit"));
-        assert!(parse_quantity("-3us", Dimension::Time)
-            .unwrap_err()
-            .contains("negative"));
-        assert!(parse_quantity("0.5B", Dimension::Size).is_err());
-        assert!(parse_quantity("1.2.3us", Dimension::Time).is_err());
-        assert!(parse_quantity("99999999999999999999TiB", Dimension::Size).is_err());
+        let err = |text: &str, dim| parse_quantity(text, dim).unwrap_err();
+        assert!(matches!(
+            err("400", Dimension::Rate),
+            QuantityError::NoUnit { .. }
+        ));
+        let wrong = err("4KiB", Dimension::Rate);
+        assert!(matches!(
+            wrong,
+            QuantityError::WrongUnit {
+                dimension: "rate",
+                ..
+            }
+        ));
+        assert!(wrong.to_string().contains("not a rate unit"), "{wrong}");
+        assert!(matches!(
+            err("-3us", Dimension::Time),
+            QuantityError::Negative { .. }
+        ));
+        assert!(matches!(
+            err("0.5B", Dimension::Size),
+            QuantityError::NotWhole { base: "B", .. }
+        ));
+        assert!(matches!(
+            err("1.2.3us", Dimension::Time),
+            QuantityError::NotANumber { .. }
+        ));
+        let huge = err("99999999999999999999TiB", Dimension::Size);
+        assert!(matches!(huge, QuantityError::TooLarge { .. }), "{huge}");
     }
 
     #[test]

@@ -250,9 +250,9 @@ fn item(name: &str, t: &Table) -> Result<Item, String> {
     let quantity = |k: &str, dim: Dimension| -> Result<Option<u64>, String> {
         match t.get(k) {
             None => Ok(None),
-            Some(v @ Value::String(s)) => {
-                parse_quantity(s, dim).map(Some).map_err(|m| at(k, v, &m))
-            }
+            Some(v @ Value::String(s)) => parse_quantity(s, dim)
+                .map(Some)
+                .map_err(|m| at(k, v, &m.to_string())),
             Some(v) => Err(at(
                 k,
                 v,

@@ -78,7 +78,7 @@ impl Ctx<'_> {
     ) -> Result<Option<u64>, ScenarioError> {
         let Some(v) = v else { return Ok(None) };
         let value = match v.get_ref() {
-            Raw::Str(s) => parse_quantity(s, dim).map_err(|m| self.err(key, v, &m))?,
+            Raw::Str(s) => parse_quantity(s, dim).map_err(|m| self.err(key, v, &m.to_string()))?,
             Raw::Int(i) if dim == Dimension::Size && *i >= 0 => *i as u64,
             Raw::Int(i) if *i < 0 => return Err(self.err(key, v, "must not be negative")),
             Raw::Int(0) if dim == Dimension::Time => 0,

@@ -95,7 +95,7 @@ impl TopologySpec {
         link_rate: BitRate,
         link_delay: Time,
     ) -> Result<Topology, String> {
-        match *self {
+        let built = match *self {
             TopologySpec::Cluster(ref d) => d.plans[fabric as usize]
                 .as_ref()
                 .map_err(Clone::clone)?
@@ -119,7 +119,8 @@ impl TopologySpec {
                 spines,
                 uplink_rate,
             } => Topology::rail_optimized(nodes, gpus, spines, link_rate, uplink_rate, link_delay),
-        }
+        };
+        Ok(built?)
     }
 }
 
@@ -313,9 +314,10 @@ fn file(c: &Ctx, t: &FileTopology, base: &Path) -> Result<TopologySpec, Scenario
     let (shown, text) = c.read_named(base, "topology.path", path)?;
     let bad = |m: String| invalid(format!("topology.path = \"{shown}\": {m}"));
     let graph = ns3::parse_topology(&text).map_err(bad)?;
-    let topo = Topology::from_graph(graph.nodes, &graph.switches, &graph.links).map_err(bad)?;
+    let topo = Topology::from_graph(graph.nodes, &graph.switches, &graph.links)
+        .map_err(|e| bad(e.to_string()))?;
     // Every host must reach every other; say so here, with the file's name.
-    Routes::minimal(&topo).map_err(bad)?;
+    Routes::minimal(&topo).map_err(|e| bad(e.to_string()))?;
     Ok(TopologySpec::File { path: shown, graph })
 }
 
