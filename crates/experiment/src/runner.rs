@@ -134,6 +134,7 @@ pub fn run_threaded(
                         trial,
                         bar,
                     )
+                    .map_err(String::from)
                 },
             )?;
             match split {
@@ -186,6 +187,7 @@ pub fn run_threaded(
                         trial,
                         bar,
                     )
+                    .map_err(String::from)
                 },
             )?;
             match split {

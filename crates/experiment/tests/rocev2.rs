@@ -337,5 +337,12 @@ fn an_mtu_beyond_what_the_model_takes_is_an_error_not_a_truncation() {
         fabricsim_fabric::rocev2::Simulation::new(cfg, s.build_topology().unwrap(), &msgs, None)
             .err()
             .expect("an error");
-    assert!(err.contains("fabric.mtu = 65536"), "{err}");
+    assert_eq!(
+        err,
+        fabricsim_fabric::driver::BuildError::Mtu {
+            mtu: 65536,
+            max: 16384
+        }
+    );
+    assert!(err.to_string().contains("fabric.mtu = 65536"), "{err}");
 }

@@ -19,6 +19,7 @@
 //! order; and a run ends at the grid line after its last completion, as it does on one
 //! thread.
 
+use crate::driver::BuildError;
 use crate::driver::{grid_line_after, Merged, MessageFabric, RunState, Wire};
 use crate::report::{Deadlock, DeadlockHop};
 use fabricsim_core::engine::EventQueue;
@@ -695,8 +696,8 @@ pub(crate) fn holder<'a, M: Splittable>(parts: &[&'a M], port: usize) -> &'a M {
 pub(crate) fn parts<M: Splittable>(
     topo: &Topology,
     threads: usize,
-    build: impl Fn(Part<M::Frame>) -> Result<M, String>,
-) -> Result<Vec<M>, String> {
+    build: impl Fn(Part<M::Frame>) -> Result<M, BuildError>,
+) -> Result<Vec<M>, BuildError> {
     let nodes = cut(topo, threads);
     let owner: Arc<[u16]> = topo.ports().iter().map(|p| nodes[p.node.index()]).collect();
     (0..threads)

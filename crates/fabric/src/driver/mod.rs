@@ -2,6 +2,7 @@
 //! flight, the ideal completion time of a message on an empty fabric, capture filters and
 //! deadlock detection over a wait-for graph.
 
+mod build_error;
 mod deadlock;
 mod flows;
 mod ideal;
@@ -10,6 +11,7 @@ mod run;
 mod ties;
 mod wire;
 
+pub use build_error::BuildError;
 pub use deadlock::{deadlock_hop, has_cycle, WaitGraph};
 pub use flows::{ecmp_hash, udp_source_port, CaptureFilter};
 pub use ideal::{ideal_fct, pipeline_time, static_path, PacketTrain};

@@ -1,5 +1,7 @@
 //! Ties between events at the same instant: each creator's own sequence, so that the order does not depend on which thread made them.
 
+use super::BuildError;
+
 /// Bits of a tie given to the creator's sequence number (the rest name the creator).
 const SEQ_BITS: u32 = 40;
 
@@ -16,12 +18,14 @@ pub struct Ties {
 impl Ties {
     /// Ties for a topology of `ports` ports; an error (naming the topology) if the tie's
     /// creator bits cannot name them all.
-    pub fn new(ports: usize, model: &str) -> Result<Self, String> {
+    pub fn new(ports: usize, model: &'static str) -> Result<Self, BuildError> {
         let most = (1u64 << (64 - SEQ_BITS)) - 4;
         if ports as u64 > most {
-            return Err(format!(
-                "topology: {ports} ports; the {model} model orders same-time events by port and takes at most {most}"
-            ));
+            return Err(BuildError::TooManyForTies {
+                ports,
+                model,
+                max: most,
+            });
         }
         Ok(Ties {
             next: vec![0; ports + 3],

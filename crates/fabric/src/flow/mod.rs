@@ -30,6 +30,7 @@ mod paths;
 mod pipeline;
 mod sharing;
 
+use crate::driver::BuildError;
 pub use config::{FlowConfig, FlowRouting, FlowWire, Sharing};
 use pipeline::PipelinePlan;
 
@@ -195,7 +196,7 @@ impl Simulation {
         topo: Topology,
         workload: &Workload,
         stop_at: Option<Time>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, BuildError> {
         let routes = Routes::minimal(&topo)?;
         let mut pipelined = workload.pipelined.iter().peekable();
         let mut staged = workload.staged.iter().peekable();

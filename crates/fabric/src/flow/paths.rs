@@ -3,6 +3,7 @@
 //! measured along them.
 
 use super::{FlowRouting, Link, Simulation};
+use crate::driver::BuildError;
 use crate::driver::{self, Lifecycle};
 use crate::workload::{Local, Message};
 use fabricsim_core::topology::NodeKind;
@@ -12,7 +13,7 @@ impl Simulation {
     /// Every network message's path, decided up front (routing here depends on nothing
     /// that changes during the run). Refuses routes whose buffer dependencies form a
     /// cycle: a deadlock can form there, and only packet level shows whether it does.
-    pub(super) fn plan_paths(&mut self) -> Result<(), String> {
+    pub(super) fn plan_paths(&mut self) -> Result<(), BuildError> {
         let mut edges = Vec::new();
         for i in 0..self.state.flows.len() {
             let m = self.state.flows[i].msg;
@@ -32,7 +33,7 @@ impl Simulation {
             self.state.flows[i].path = path;
         }
         if driver::has_cycle(&mut edges) {
-            return Err("the routes' buffer dependencies form a cycle: a PFC deadlock or credit loop can form, which flow level cannot show; run this scenario at packet level".into());
+            return Err(BuildError::FlowCycle);
         }
         Ok(())
     }

@@ -3,6 +3,7 @@
 
 use super::sim::Simulation;
 use super::IbConfig;
+use crate::driver::BuildError;
 use crate::parallel::{self, Trial};
 use crate::workload::Workload;
 use fabricsim_core::topology::Topology;
@@ -35,7 +36,7 @@ pub fn run(
     threads: usize,
     trial: Trial,
     progress: &mut dyn FnMut(u64, Time),
-) -> Result<Option<Simulation>, String> {
+) -> Result<Option<Simulation>, BuildError> {
     let parts = parallel::parts(&topo, threads, |part| {
         Simulation::new_part(cfg.clone(), topo.clone(), workload, part)
     })?;

@@ -8,6 +8,7 @@
 //! arriving chunk at once, returning its credits, and hold partial sums without limit;
 //! real SHARP bounds them with its own flow control.
 
+use crate::driver::BuildError;
 use fabricsim_core::topology::{NodeKind, Topology};
 use fabricsim_core::units::{HostId, NodeId, PortId};
 use std::collections::VecDeque;
@@ -40,7 +41,7 @@ impl SharpGroup {
         ranks: &[HostId],
         flows: Range<u32>,
         chunks: u32,
-    ) -> Result<SharpGroup, String> {
+    ) -> Result<SharpGroup, BuildError> {
         let nodes = topo.nodes();
         let tier = |n: usize| match nodes[n] {
             NodeKind::Switch { tier } => Some(tier),
@@ -49,7 +50,7 @@ impl SharpGroup {
         let root = (0..nodes.len())
             .filter(|&n| tier(n).is_some())
             .max_by_key(|&n| (tier(n), std::cmp::Reverse(n)))
-            .ok_or("SHARP needs switches")?;
+            .ok_or(BuildError::SharpWithoutSwitches)?;
         // Breadth-first over switch-to-switch links: the port of each switch toward its
         // parent.
         let mut up: Vec<Option<PortId>> = vec![None; nodes.len()];
@@ -82,7 +83,7 @@ impl SharpGroup {
                 on_tree[n] = true;
                 let Some(p) = up[n] else {
                     if n != root {
-                        return Err(format!("host {h} cannot reach the SHARP root switch"));
+                        return Err(BuildError::SharpUnreachable { host: h.0 });
                     }
                     break;
                 };

@@ -3,6 +3,7 @@
 
 use super::sim::Simulation;
 use super::RoceConfig;
+use crate::driver::BuildError;
 use crate::driver::{link_lookahead, PacketTrain};
 use crate::parallel::{self, Trial, MIN_EVENTS_PER_WINDOW};
 use crate::workload::Workload;
@@ -114,7 +115,7 @@ pub fn run(
     threads: usize,
     trial: Trial,
     progress: &mut dyn FnMut(u64, Time),
-) -> Result<Option<Simulation>, String> {
+) -> Result<Option<Simulation>, BuildError> {
     let parts = parallel::parts(&topo, threads, |part| {
         Simulation::new_part(cfg.clone(), topo.clone(), workload, part)
     })?;

@@ -11,7 +11,9 @@
 //! Process groups are not modelled: every collective spans every rank.
 
 use super::collective::{expand_after, expand_all_reduce_after, NcclProtocol};
-use super::{Collective, CollectiveAlgorithm, CollectiveOp, Frontier, Message, Workload};
+use super::{
+    Collective, CollectiveAlgorithm, CollectiveError, CollectiveOp, Frontier, Message, Workload,
+};
 use fabricsim_core::units::{HostId, Time};
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Range;
@@ -49,6 +51,39 @@ pub struct EtNode {
     pub deps: Vec<u64>,
 }
 
+/// Why a job's traces cannot run: the rank and node that cannot proceed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TraceError {
+    #[error("rank {rank}: two nodes share an id")]
+    DuplicateId { rank: usize },
+    #[error("rank {rank}: node {node} depends on unknown node {dependency}")]
+    UnknownDependency {
+        rank: usize,
+        node: u64,
+        dependency: u64,
+    },
+    #[error("rank {rank}: the dependencies form a cycle")]
+    Cycle { rank: usize },
+    #[error("rank {rank}: node {node} sends to rank {peer}, which has no trace")]
+    NoPeer { rank: usize, node: u64, peer: u32 },
+    #[error("rank {rank}: collective node {node} ({kind}) does not match rank 0's node {first} ({first_kind})")]
+    Mismatch {
+        rank: usize,
+        node: u64,
+        kind: String,
+        first: u64,
+        first_kind: String,
+    },
+    #[error("collective node {node}: {error}")]
+    Collective { node: u64, error: CollectiveError },
+    #[error("rank {rank} cannot run node {node} ({kind}): a receive without a matching send, or collectives that differ between ranks")]
+    Stuck {
+        rank: usize,
+        node: u64,
+        kind: String,
+    },
+}
+
 /// A job given as one trace per rank.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChakraJob {
@@ -66,18 +101,20 @@ pub struct ChakraJob {
 }
 
 /// Orders each rank's nodes so dependencies come first; errors on unknown ids or cycles.
-fn topological(rank: usize, nodes: &[EtNode]) -> Result<Vec<usize>, String> {
+fn topological(rank: usize, nodes: &[EtNode]) -> Result<Vec<usize>, TraceError> {
     let index: BTreeMap<u64, usize> = nodes.iter().enumerate().map(|(i, n)| (n.id, i)).collect();
     if index.len() != nodes.len() {
-        return Err(format!("rank {rank}: two nodes share an id"));
+        return Err(TraceError::DuplicateId { rank });
     }
     let mut waiting = vec![0usize; nodes.len()];
     let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
     for (i, n) in nodes.iter().enumerate() {
         for d in &n.deps {
-            let &j = index
-                .get(d)
-                .ok_or_else(|| format!("rank {rank}: node {} depends on unknown node {d}", n.id))?;
+            let &j = index.get(d).ok_or(TraceError::UnknownDependency {
+                rank,
+                node: n.id,
+                dependency: *d,
+            })?;
             waiting[i] += 1;
             dependents[j].push(i);
         }
@@ -94,14 +131,17 @@ fn topological(rank: usize, nodes: &[EtNode]) -> Result<Vec<usize>, String> {
         }
     }
     if order.len() != nodes.len() {
-        return Err(format!("rank {rank}: the dependencies form a cycle"));
+        return Err(TraceError::Cycle { rank });
     }
     Ok(order)
 }
 
 /// Appends the job's messages to `w`; returns the collectives it ran, each with its range
 /// of messages. Errors name the rank and node that cannot proceed.
-pub fn expand(job: &ChakraJob, w: &mut Workload) -> Result<Vec<(Collective, Range<u32>)>, String> {
+pub fn expand(
+    job: &ChakraJob,
+    w: &mut Workload,
+) -> Result<Vec<(Collective, Range<u32>)>, TraceError> {
     let n = job.traces.len();
     let orders: Vec<Vec<usize>> = job
         .traces
@@ -127,11 +167,10 @@ pub fn expand(job: &ChakraJob, w: &mut Workload) -> Result<Vec<(Collective, Rang
                     EtKind::Compute { duration } => base.delayed(*duration),
                     EtKind::Other => base,
                     EtKind::Send { peer, size, tag } => {
-                        let dst = *job.ranks.get(*peer as usize).ok_or_else(|| {
-                            format!(
-                                "rank {r}: node {} sends to rank {peer}, which has no trace",
-                                node.id
-                            )
+                        let dst = *job.ranks.get(*peer as usize).ok_or(TraceError::NoPeer {
+                            rank: r,
+                            node: node.id,
+                            peer: *peer,
                         })?;
                         let m = w.push(
                             Message {
@@ -186,10 +225,13 @@ pub fn expand(job: &ChakraJob, w: &mut Workload) -> Result<Vec<(Collective, Rang
                 unreachable!("checked above")
             };
             if let Some(odd) = nodes.iter().position(|x| x.kind != nodes[0].kind) {
-                return Err(format!(
-                    "rank {odd}: collective node {} ({:?}) does not match rank 0's node {} ({:?})",
-                    nodes[odd].id, nodes[odd].kind, nodes[0].id, nodes[0].kind
-                ));
+                return Err(TraceError::Mismatch {
+                    rank: odd,
+                    node: nodes[odd].id,
+                    kind: format!("{:?}", nodes[odd].kind),
+                    first: nodes[0].id,
+                    first_kind: format!("{:?}", nodes[0].kind),
+                });
             }
             let mut ready = Vec::with_capacity(n);
             let mut offset = Time::ZERO;
@@ -219,8 +261,10 @@ pub fn expand(job: &ChakraJob, w: &mut Workload) -> Result<Vec<(Collective, Rang
                 root: 0,
                 group: job.group,
             };
-            c.validate()
-                .map_err(|m| format!("collective node {}: {m}", nodes[0].id))?;
+            c.validate().map_err(|error| TraceError::Collective {
+                node: nodes[0].id,
+                error,
+            })?;
             let first = w.messages.len() as u32;
             let finished = if op == CollectiveOp::AllReduce {
                 expand_all_reduce_after(&c, w, &ready)
@@ -242,10 +286,11 @@ pub fn expand(job: &ChakraJob, w: &mut Workload) -> Result<Vec<(Collective, Rang
                 .find(|&r| pos[r] < orders[r].len())
                 .expect("some rank is stuck");
             let node = &job.traces[r][orders[r][pos[r]]];
-            return Err(format!(
-                "rank {r} cannot run node {} ({:?}): a receive without a matching send, or collectives that differ between ranks",
-                node.id, node.kind
-            ));
+            return Err(TraceError::Stuck {
+                rank: r,
+                node: node.id,
+                kind: format!("{:?}", node.kind),
+            });
         }
     }
 }

@@ -9,13 +9,13 @@ pub mod datapath;
 pub mod training;
 pub mod tuner;
 
-pub use collective::{Collective, CollectiveAlgorithm, CollectiveOp};
+pub use collective::{Collective, CollectiveAlgorithm, CollectiveError, CollectiveOp};
 use fabricsim_core::units::{HostId, Time};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::ops::Range;
-pub use training::Training;
+pub use training::{Training, TrainingError};
 
 /// One RDMA WRITE from `src` to `dst`, or, with `local`, one stage of a host's data path
 /// (a copy inside the sending or receiving server).

@@ -16,7 +16,10 @@
 //! `forward` and `backward` are then one microbatch's compute on one stage.
 
 use super::collective::{expand_all_reduce_after, share, NcclProtocol};
-use super::{Collective, CollectiveAlgorithm, CollectiveOp, Dep, Frontier, Message, Workload};
+use super::{
+    Collective, CollectiveAlgorithm, CollectiveError, CollectiveOp, Dep, Frontier, Message,
+    Workload,
+};
 use fabricsim_core::units::{HostId, Time};
 use std::ops::Range;
 
@@ -53,22 +56,43 @@ pub struct Training {
     pub activation: u64,
 }
 
+/// Why a training job cannot run as given.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TrainingError {
+    #[error("iterations, buckets and job_iterations must be at least 1")]
+    NoIterations,
+    #[error("tensor_parallel = {tensor} x pipeline_parallel = {pipeline} must divide the {ranks} ranks, and microbatches must be at least 1")]
+    Parallelism {
+        tensor: u32,
+        pipeline: u32,
+        ranks: u32,
+    },
+    #[error("activation bytes need tensor_parallel or pipeline_parallel above 1")]
+    Activation,
+    #[error("algorithm \"{algorithm}\": training all-reduces run \"ring\", \"tree\" or \"hierarchical\"")]
+    Algorithm { algorithm: &'static str },
+    /// Its buckets' all-reduce cannot run.
+    #[error(transparent)]
+    Bucket(#[from] CollectiveError),
+}
+
 impl Training {
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks the job's shape and its buckets' all-reduce.
+    pub fn validate(&self) -> Result<(), TrainingError> {
         if self.iterations == 0 || self.buckets == 0 || self.job_iterations == 0 {
-            return Err("iterations, buckets and job_iterations must be at least 1".into());
+            return Err(TrainingError::NoIterations);
         }
         let (t, p) = (self.tensor_parallel, self.pipeline_parallel);
         let n = self.ranks.len() as u32;
         if t == 0 || p == 0 || self.microbatches == 0 || !n.is_multiple_of(t * p) {
-            return Err(format!(
-                "tensor_parallel = {t} x pipeline_parallel = {p} must divide the {n} ranks, and microbatches must be at least 1"
-            ));
+            return Err(TrainingError::Parallelism {
+                tensor: t,
+                pipeline: p,
+                ranks: n,
+            });
         }
         if !self.layered() && self.activation > 0 {
-            return Err(
-                "activation bytes need tensor_parallel or pipeline_parallel above 1".into(),
-            );
+            return Err(TrainingError::Activation);
         }
         if !matches!(
             self.algorithm,
@@ -76,12 +100,11 @@ impl Training {
                 | CollectiveAlgorithm::Tree
                 | CollectiveAlgorithm::Hierarchical
         ) {
-            return Err(format!(
-                "algorithm \"{}\": training all-reduces run \"ring\", \"tree\" or \"hierarchical\"",
-                self.algorithm.name()
-            ));
+            return Err(TrainingError::Algorithm {
+                algorithm: self.algorithm.name(),
+            });
         }
-        self.bucket(0).validate()
+        Ok(self.bucket(0).validate()?)
     }
 
     /// Whether tensor or pipeline parallelism (or microbatches) shape the iteration.

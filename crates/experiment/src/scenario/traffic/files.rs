@@ -148,7 +148,7 @@ impl Entry<'_> {
             sl: c.count(&self.at("sl"), &tr.sl, 0, 15)?.unwrap_or(0) as u8,
             start: c.time(&self.at("start"), &tr.start)?.unwrap_or(Time::ZERO),
         };
-        chakra::expand(&job, &mut Workload::default()).map_err(bad)?;
+        chakra::expand(&job, &mut Workload::default()).map_err(|e| bad(e.to_string()))?;
         Ok(Traffic::Chakra(job))
     }
 }

@@ -3,6 +3,7 @@
 use super::super::config::IbConfig;
 use super::super::sharp::SharpGroup;
 use super::{Frame, Kind, Packet, Simulation};
+use crate::driver::BuildError;
 use crate::driver::{self, MessageFabric, Progress};
 use crate::workload::Message;
 use crate::workload::Workload;
@@ -187,7 +188,7 @@ pub(super) fn sharp_groups(
     cfg: &IbConfig,
     topo: &Topology,
     workload: &Workload,
-) -> Result<Vec<SharpGroup>, String> {
+) -> Result<Vec<SharpGroup>, BuildError> {
     let messages = &workload.messages;
     workload
         .sharp_groups

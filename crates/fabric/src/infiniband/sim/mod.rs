@@ -6,6 +6,7 @@
 
 use super::config::IbConfig;
 use super::sharp::SharpGroup;
+use crate::driver::BuildError;
 use crate::driver::{self, Lifecycle, LifecycleEvent, MessageFabric, RunState, Ties};
 use crate::parallel::{InFlight, Part, Splittable};
 use crate::workload::Workload;
@@ -99,7 +100,7 @@ impl Simulation {
         topo: Topology,
         workload: &Workload,
         stop_at: Option<Time>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, BuildError> {
         Self::build(cfg, topo, workload, stop_at, None)
     }
 
@@ -110,7 +111,7 @@ impl Simulation {
         topo: Topology,
         workload: &Workload,
         part: Part<Frame>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, BuildError> {
         Self::build(cfg, topo, workload, None, Some(part))
     }
 
@@ -120,16 +121,16 @@ impl Simulation {
         workload: &Workload,
         stop_at: Option<Time>,
         part: Option<Part<Frame>>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, BuildError> {
         let routes = Routes::minimal(&topo)?;
         if let Some(n) = (0..topo.nodes().len())
             .find(|&n| topo.node_ports(NodeId(n as u32)).len() + 1 >= NO_INPUT as usize)
         {
-            return Err(format!(
-                "switch {n} has {} ports; the InfiniBand model takes switches of up to {} ports",
-                topo.node_ports(NodeId(n as u32)).len(),
-                NO_INPUT - 2
-            ));
+            return Err(BuildError::SwitchRadix {
+                switch: n,
+                ports: topo.node_ports(NodeId(n as u32)).len(),
+                max: NO_INPUT as usize - 2,
+            });
         }
         let vls = cfg.virtual_lanes as usize;
         let blocks = cfg.vl_buffer / ib::CREDIT_BLOCK as u32;

@@ -5,6 +5,7 @@
 //! the state they share.
 
 use super::config::RoceConfig;
+use crate::driver::BuildError;
 use crate::driver::{self, Lifecycle, LifecycleEvent, MessageFabric, RunState, Ties};
 use crate::parallel::{InFlight, Part, Splittable};
 use crate::report::Deadlock;
@@ -101,7 +102,7 @@ impl Simulation {
         topo: Topology,
         workload: &Workload,
         stop_at: Option<Time>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, BuildError> {
         Self::build(cfg, topo, workload, stop_at, None)
     }
 
@@ -112,7 +113,7 @@ impl Simulation {
         topo: Topology,
         workload: &Workload,
         part: Part<Frame>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, BuildError> {
         Self::build(cfg, topo, workload, None, Some(part))
     }
 
@@ -122,28 +123,25 @@ impl Simulation {
         workload: &Workload,
         stop_at: Option<Time>,
         part: Option<Part<Frame>>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, BuildError> {
         if cfg.mtu > MAX_MTU {
-            return Err(format!(
-                "fabric.mtu = {}: the RoCEv2 model takes MTUs up to {MAX_MTU}",
-                cfg.mtu
-            ));
+            return Err(BuildError::Mtu {
+                mtu: cfg.mtu,
+                max: MAX_MTU,
+            });
         }
         if topo.ports().len() >= PacketPort::MAX_PORTS {
-            return Err(format!(
-                "the fabric has {} ports; the RoCEv2 model takes up to {}",
-                topo.ports().len(),
-                PacketPort::MAX_PORTS - 1
-            ));
+            return Err(BuildError::TooManyPorts {
+                ports: topo.ports().len(),
+                model: "RoCEv2",
+                max: PacketPort::MAX_PORTS as u64 - 1,
+            });
         }
         let routes = Routes::minimal(&topo)?;
         let ports = port_states(&cfg, &topo);
         let buffers = shared_buffers(&cfg, &topo, &ports)?;
         if !workload.sharp_groups.is_empty() {
-            return Err(
-                "algorithm \"sharp\": SHARP in-network aggregation needs InfiniBand switches"
-                    .into(),
-            );
+            return Err(BuildError::SharpNeedsInfiniband);
         }
         let ties = Ties::new(ports.len(), "RoCEv2")?;
         let messages = &workload.messages;

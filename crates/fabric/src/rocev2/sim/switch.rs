@@ -1,6 +1,7 @@
 //! The switch: ingress admission to the shared buffer, routing by ECMP, ECN marking and egress scheduling.
 
 use super::{Kind, Packet, PacketPort, PortState, Simulation, CONTROL, DATA, NEVER};
+use crate::driver::BuildError;
 use crate::driver::{self};
 use crate::rocev2::config::RoceConfig;
 use fabricsim_core::pool::Slot;
@@ -188,7 +189,7 @@ pub(super) fn shared_buffers(
     cfg: &RoceConfig,
     topo: &Topology,
     ports: &[PortState],
-) -> Result<Vec<SharedBuffer>, String> {
+) -> Result<Vec<SharedBuffer>, BuildError> {
     let mut buffers = vec![SharedBuffer::default(); topo.nodes().len()];
     for (n, kind) in topo.nodes().iter().enumerate() {
         if let NodeKind::Switch { .. } = kind {
@@ -198,10 +199,11 @@ pub(super) fn shared_buffers(
                 .map(|&p| ports[p.index()].headroom + cfg.reserve)
                 .sum();
             if set_aside >= cfg.switch_buffer {
-                return Err(format!(
-                    "fabric.rocev2.switch_buffer = {} B: switch {n} sets aside {set_aside} B of headroom and reserve, leaving no shared buffer",
-                    cfg.switch_buffer
-                ));
+                return Err(BuildError::NoSharedBuffer {
+                    buffer: cfg.switch_buffer,
+                    switch: n,
+                    set_aside,
+                });
             }
             buffers[n].pool = cfg.switch_buffer - set_aside;
         }

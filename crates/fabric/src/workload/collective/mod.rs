@@ -209,14 +209,36 @@ pub struct Collective {
     pub group: u32,
 }
 
+/// Why a collective cannot run as given.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CollectiveError {
+    #[error("{ranks} ranks: a collective needs at least 2")]
+    TooFewRanks { ranks: usize },
+    #[error("algorithm \"{algorithm}\" does not apply to op \"{op}\"")]
+    Inapplicable {
+        algorithm: &'static str,
+        op: &'static str,
+    },
+    #[error("halving-doubling needs a power-of-two number of ranks, not {ranks}")]
+    NotPowerOfTwo { ranks: usize },
+    #[error("hierarchical needs several servers of several GPUs each: {ranks} ranks in servers of {group}")]
+    Hierarchical { ranks: usize, group: usize },
+    #[error("root {root} is not a rank index (0 to {})", ranks - 1)]
+    Root { root: u32, ranks: usize },
+    #[error("channels and chunk must be at least 1")]
+    NoChannelsOrChunk,
+    #[error("protocol {protocol}: SHARP (NCCL's CollNet) runs the Simple protocol")]
+    SharpProtocol { protocol: &'static str },
+}
+
 impl Collective {
     /// Checks that the algorithm applies to the op and the ranks.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), CollectiveError> {
         use CollectiveAlgorithm as A;
         use CollectiveOp as O;
         let n = self.ranks.len();
         if n < 2 {
-            return Err(format!("{n} ranks: a collective needs at least 2"));
+            return Err(CollectiveError::TooFewRanks { ranks: n });
         }
         let ok = match self.algorithm {
             A::Ring => self.op != O::AllToAll,
@@ -226,40 +248,33 @@ impl Collective {
             A::Hierarchical | A::Sharp => self.op == O::AllReduce,
         };
         if !ok {
-            return Err(format!(
-                "algorithm \"{}\" does not apply to op \"{}\"",
-                self.algorithm.name(),
-                self.op.name()
-            ));
+            return Err(CollectiveError::Inapplicable {
+                algorithm: self.algorithm.name(),
+                op: self.op.name(),
+            });
         }
         if self.algorithm == A::HalvingDoubling && !n.is_power_of_two() {
-            return Err(format!(
-                "halving-doubling needs a power-of-two number of ranks, not {n}"
-            ));
+            return Err(CollectiveError::NotPowerOfTwo { ranks: n });
         }
         if self.algorithm == A::Hierarchical {
             let g = self.group as usize;
             if g < 2 || !n.is_multiple_of(g) || n / g < 2 {
-                return Err(format!(
-                    "hierarchical needs several servers of several GPUs each: {n} ranks in servers of {g}"
-                ));
+                return Err(CollectiveError::Hierarchical { ranks: n, group: g });
             }
         }
         if self.root as usize >= n {
-            return Err(format!(
-                "root {} is not a rank index (0 to {})",
-                self.root,
-                n - 1
-            ));
+            return Err(CollectiveError::Root {
+                root: self.root,
+                ranks: n,
+            });
         }
         if self.channels == 0 || self.chunk == 0 {
-            return Err("channels and chunk must be at least 1".into());
+            return Err(CollectiveError::NoChannelsOrChunk);
         }
         if self.algorithm == A::Sharp && self.protocol != NcclProtocol::Simple {
-            return Err(format!(
-                "protocol {}: SHARP (NCCL's CollNet) runs the Simple protocol",
-                self.protocol.name()
-            ));
+            return Err(CollectiveError::SharpProtocol {
+                protocol: self.protocol.name(),
+            });
         }
         Ok(())
     }

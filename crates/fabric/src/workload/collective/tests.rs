@@ -266,11 +266,21 @@ fn hierarchical_moves_a_share_per_rail_and_the_rest_over_nvlink() {
 #[test]
 fn validation_names_what_does_not_apply() {
     let mut c = collective(CollectiveOp::AllToAll, CollectiveAlgorithm::Ring, 4);
-    assert!(c.validate().unwrap_err().contains("does not apply"));
+    let err = c.validate().unwrap_err();
+    assert_eq!(
+        err,
+        CollectiveError::Inapplicable {
+            algorithm: "ring",
+            op: "all-to-all"
+        }
+    );
+    assert!(err.to_string().contains("does not apply"), "{err}");
     c = collective(
         CollectiveOp::AllReduce,
         CollectiveAlgorithm::HalvingDoubling,
         6,
     );
-    assert!(c.validate().unwrap_err().contains("power-of-two"));
+    let err = c.validate().unwrap_err();
+    assert_eq!(err, CollectiveError::NotPowerOfTwo { ranks: 6 });
+    assert!(err.to_string().contains("power-of-two"), "{err}");
 }
