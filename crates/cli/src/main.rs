@@ -570,6 +570,9 @@ fn threads_for(asked: Option<u32>, runs: &[u64], splits: bool) -> Result<usize, 
 /// when that is fewer than every core.
 fn default_threads() -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores == 1 {
+        return 1;
+    }
     let idle = estimate::idle_cores();
     if idle < cores {
         eprintln!(

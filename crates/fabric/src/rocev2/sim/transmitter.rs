@@ -204,14 +204,19 @@ impl Simulation {
         self.schedule_frame_end(port, end, tie, generation);
     }
 
-    /// The plain schedule, busy: something may have become sendable; if the frame's end is
-    /// still to come and will now find it, its wake-up will no longer take its tie.
+    /// The plain schedule, busy: something may have become sendable; if the frame's end
+    /// (always still to come while the port is busy) will now find it, its wake-up will no
+    /// longer take its tie.
     fn replan_plain_end(&mut self, port: PortId, now: Time) {
         let p = &self.ports[port.index()];
         let (end, tie) = (p.plain_end_waits, p.end_tie);
-        if end == NEVER || (end, tie) <= (now, self.state.queue.now_tie()) {
+        if end == NEVER {
             return;
         }
+        debug_assert!(
+            (end, tie) > (now, self.state.queue.now_tie()),
+            "a busy port's end is to come"
+        );
         if let AfterEnd::Sendable = self.after_end(port, end, None) {
             self.ports[port.index()].plain_end_waits = NEVER;
         }
