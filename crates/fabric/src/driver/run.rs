@@ -1,7 +1,7 @@
 //! The run loop the packet-level fabrics share: their run state, the trait their event handlers implement, and the lookahead that splits a run over threads.
 
 use super::{CaptureFilter, Lifecycle, Tracked};
-use crate::report::{Deadlock, FlowResult};
+use crate::report::{Deadlock, FlowResult, PortResult, RunReport};
 use crate::workload::Message;
 use fabricsim_core::engine::EventQueue;
 use fabricsim_core::topology::Topology;
@@ -183,7 +183,7 @@ impl<E, F, C> RunState<E, F, C> {
     }
 
     /// Every message's outcome, with its ideal completion time.
-    pub fn flow_results(&self, ideal: impl Fn(&Message) -> Time) -> Vec<FlowResult>
+    fn flow_results(&self, ideal: impl Fn(&Message) -> Time) -> Vec<FlowResult>
     where
         F: Tracked,
     {
@@ -191,6 +191,35 @@ impl<E, F, C> RunState<E, F, C> {
             .iter()
             .map(|f| f.progress().result(f.message(), ideal(f.message())))
             .collect()
+    }
+
+    /// The report's run-wide part: simulated time, events, every message's outcome (with
+    /// its ideal completion time), `ports`, why the run ended; every counter a fabric
+    /// keeps is zero, for it to fill in.
+    pub fn report(&self, ports: Vec<PortResult>, ideal: impl Fn(&Message) -> Time) -> RunReport
+    where
+        F: Tracked,
+    {
+        RunReport {
+            sim_time: self.sim_time(),
+            events: self.events(),
+            flows: self.flow_results(ideal),
+            ports,
+            drops: 0,
+            retransmitted_packets: 0,
+            congestion_marks: 0,
+            congestion_notifications: 0,
+            duplicates: 0,
+            buffer_overflows: 0,
+            peak_packets_in_flight: 0,
+            stopped_by_time: self.stopped_by_time,
+            pfc_pause_frames: 0,
+            naks: 0,
+            timeouts: 0,
+            watchdog_trips: 0,
+            deadlock: self.deadlock.clone(),
+            pfc_cycles: Vec::new(),
+        }
     }
 
     /// The time of the run's last event.

@@ -386,13 +386,6 @@ impl Simulation {
     /// Everything measured, for the experiment layer. Flow level has no queues, pauses,
     /// marks or drops to report: those counters are zero.
     pub fn report(&self) -> RunReport {
-        let mut flows = self.state.flow_results(|m| self.ideal_fct(m));
-        for (r, f) in flows.iter_mut().zip(&self.state.flows) {
-            if let Some(p) = f.pipeline {
-                r.pieces = p.pieces_on_wire().max(1);
-                r.piece_fct = r.finish.map(|_| f.piece_time);
-            }
-        }
         let mut ports: Vec<PortResult> = (0..self.topo.ports().len())
             .map(|i| PortResult {
                 tx_bytes: self.links[i].tx_bytes,
@@ -412,26 +405,14 @@ impl Simulation {
                 r.tx_packets += trunk.tx_packets / n + u64::from((k as u64) < trunk.tx_packets % n);
             }
         }
-        RunReport {
-            sim_time: self.state.sim_time(),
-            events: self.events(),
-            flows,
-            ports,
-            drops: 0,
-            retransmitted_packets: 0,
-            congestion_marks: 0,
-            congestion_notifications: 0,
-            duplicates: 0,
-            buffer_overflows: 0,
-            peak_packets_in_flight: 0,
-            stopped_by_time: self.state.stopped_by_time,
-            pfc_pause_frames: 0,
-            naks: 0,
-            timeouts: 0,
-            watchdog_trips: 0,
-            deadlock: None,
-            pfc_cycles: Vec::new(),
+        let mut report = self.state.report(ports, |m| self.ideal_fct(m));
+        for (r, f) in report.flows.iter_mut().zip(&self.state.flows) {
+            if let Some(p) = f.pipeline {
+                r.pieces = p.pieces_on_wire().max(1);
+                r.piece_fct = r.finish.map(|_| f.piece_time);
+            }
         }
+        report
     }
 }
 

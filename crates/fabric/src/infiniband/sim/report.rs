@@ -102,7 +102,6 @@ impl Simulation {
 
     /// Everything measured, for the experiment layer.
     pub fn report(&self) -> RunReport {
-        let flows = self.state.flow_results(|m| self.ideal_fct(m));
         let ports = self
             .ports
             .iter()
@@ -128,24 +127,12 @@ impl Simulation {
             })
             .collect();
         RunReport {
-            sim_time: self.state.sim_time(),
-            events: self.events(),
-            flows,
-            ports,
-            drops: 0,
-            retransmitted_packets: 0,
             congestion_marks: self.fecn_marks,
             congestion_notifications: self.becns,
             duplicates: self.duplicates,
             buffer_overflows: self.buffer_overflows(),
             peak_packets_in_flight: self.in_flight.peak,
-            stopped_by_time: self.state.stopped_by_time,
-            pfc_pause_frames: 0,
-            naks: 0,
-            timeouts: 0,
-            watchdog_trips: 0,
-            deadlock: self.state.deadlock.clone(),
-            pfc_cycles: Vec::new(),
+            ..self.state.report(ports, |m| self.ideal_fct(m))
         }
     }
 }

@@ -79,7 +79,6 @@ impl Simulation {
     /// Everything measured, for the experiment layer.
     pub fn report(&self) -> RunReport {
         let now = self.state.end_time();
-        let flows = self.state.flow_results(|m| self.ideal_fct(m));
         let ports = self
             .ports
             .iter()
@@ -99,24 +98,17 @@ impl Simulation {
             })
             .collect();
         RunReport {
-            sim_time: self.state.sim_time(),
-            events: self.events(),
-            flows,
-            ports,
             drops: self.drops,
             retransmitted_packets: self.retransmitted,
             congestion_marks: self.ports.iter().map(|p| p.ecn_marks).sum(),
             congestion_notifications: self.cnps,
-            duplicates: 0,
-            buffer_overflows: 0,
             peak_packets_in_flight: self.in_flight.peak,
-            stopped_by_time: self.state.stopped_by_time,
             pfc_pause_frames: self.ports.iter().map(|p| p.pause_frames).sum(),
             naks: self.naks,
             timeouts: self.timeouts,
             watchdog_trips: self.watchdog_trips,
-            deadlock: self.state.deadlock.clone(),
             pfc_cycles: self.pfc_cycles.clone(),
+            ..self.state.report(ports, |m| self.ideal_fct(m))
         }
     }
 }
