@@ -638,6 +638,30 @@ pub enum Trial {
 }
 
 impl<M: Splittable> Coordinator<M> {
+    /// The coordinator of a run whose parts are like `part`, before its first window.
+    fn new(part: &M, stop_at: Option<Time>) -> Self {
+        Coordinator {
+            grid: part.lookahead(),
+            stop_at,
+            messages: part.message_count(),
+            check_interval: part.deadlock_check_interval(),
+            check_at: None,
+            sampling: part.sampling(),
+            sample_at: None,
+            check_seq: 0,
+            sample_seq: 0,
+            next_seq: 0,
+            samples: Vec::new(),
+            memory: M::CheckMemory::default(),
+            events_outside: 0,
+            last_global: Time::ZERO,
+            in_flight: InFlight::default(),
+            drain_until: None,
+            deadlock: None,
+            stopped_by_time: false,
+        }
+    }
+
     /// The next sequence number of a run-wide event.
     fn take_seq(&mut self) -> u64 {
         self.next_seq += 1;
@@ -715,26 +739,7 @@ pub(crate) fn run<M: Splittable>(
     progress: &mut dyn FnMut(u64, Time),
 ) -> Option<M> {
     let threads = parts.len();
-    let mut coordinator = Coordinator::<M> {
-        grid: parts[0].lookahead(),
-        stop_at,
-        messages: parts[0].message_count(),
-        check_interval: parts[0].deadlock_check_interval(),
-        check_at: None,
-        sampling: parts[0].sampling(),
-        sample_at: None,
-        check_seq: 0,
-        sample_seq: 0,
-        next_seq: 0,
-        samples: Vec::new(),
-        memory: M::CheckMemory::default(),
-        events_outside: 0,
-        last_global: Time::ZERO,
-        in_flight: InFlight::default(),
-        drain_until: None,
-        deadlock: None,
-        stopped_by_time: false,
-    };
+    let mut coordinator = Coordinator::new(&parts[0], stop_at);
     let cells: Vec<Mutex<M>> = parts.into_iter().map(Mutex::new).collect();
     let inboxes: Vec<Mutex<Vec<Crossing<M::Frame>>>> =
         (0..threads).map(|_| Mutex::new(Vec::new())).collect();

@@ -152,8 +152,8 @@ impl Simulation {
                 qps: vec![VecDeque::new(); vls],
             })
             .collect();
-        let mut ties = Ties::new(ports.len(), "InfiniBand")?;
-        let mut queue = EventQueue::new();
+        let ties = Ties::new(ports.len(), "InfiniBand")?;
+        let queue = EventQueue::new();
         let messages = &workload.messages;
         let mut lifecycle = Lifecycle::new(workload, &topo, cfg.hca_tx_latency);
         let initial = lifecycle.initial_posts(messages);
@@ -162,16 +162,6 @@ impl Simulation {
         let grid = driver::lookahead(&topo, fc, slack, cfg.deadlock_check);
         let sharp = sharp_groups(&cfg, &topo, workload)?;
         let flows = flows(&cfg, &topo, workload);
-        // Ports' refresh timers are not synchronised: spread their phases over one period.
-        let nports = topo.ports().len() as u64;
-        for p in 0..nports {
-            if part.as_ref().is_some_and(|part| !part.holds(p as u32)) {
-                continue;
-            }
-            let phase = Time(cfg.credit_refresh.ps() * (p + 1) / nports.max(1));
-            let tie = ties.next(p as u32);
-            queue.schedule_tied(phase, tie, Event::CreditRefresh { port: p as u32 });
-        }
         let state_bytes = ports.len() * std::mem::size_of::<PortState>()
             + egress.len() * std::mem::size_of::<EgressVl>();
         let mut sim = Simulation {
@@ -208,11 +198,27 @@ impl Simulation {
             part,
             lookahead: grid,
         };
+        sim.schedule_credit_refreshes();
         // Where the ports and egress queues alone outgrow the cache, so do the event
         // queue's nodes: a dense fabric's drained bucket is a list of dozens of them.
         sim.state.queue.walk_ahead(state_bytes > WORTH_ABOVE_BYTES);
         <Simulation as MessageFabric>::schedule_posts(&mut sim, initial);
         Ok(sim)
+    }
+
+    /// Each port's first credit refresh: the ports' timers are not synchronised, so their
+    /// phases spread over one period.
+    fn schedule_credit_refreshes(&mut self) {
+        let nports = self.ports.len() as u64;
+        for p in 0..nports {
+            if !self.holds(p as u32) {
+                continue;
+            }
+            let phase = Time(self.cfg.credit_refresh.ps() * (p + 1) / nports.max(1));
+            let tie = self.ties.next(p as u32);
+            let event = Event::CreditRefresh { port: p as u32 };
+            self.state.queue.schedule_tied(phase, tie, event);
+        }
     }
 
     /// Schedules `event` at `at` as the current creator's next event.
