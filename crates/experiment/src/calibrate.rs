@@ -42,13 +42,18 @@ fn targets(s: &Scenario) -> (f64, f64) {
 }
 
 /// The figures a case is judged by, from its summary: the first training job's iteration,
-/// else the first collective's time, else the flows' p50 FCT and completion.
-fn figures(s: &Summary) -> Vec<(&'static str, f64)> {
+/// else the first collective's time, else for a flow list (a web-search mix, say) the
+/// p50 and p99 slowdown, else the flows' p50 FCT and completion.
+fn figures(s: &Summary, out: &runner::Outcome, listed: bool) -> Vec<(&'static str, f64)> {
     if let Some(t) = s.training.first() {
         return vec![("iteration_ns", t.iteration_time_ns.unwrap_or(f64::NAN))];
     }
     if let Some(c) = s.collectives.first() {
         return vec![("collective_ns", c.time_ns.unwrap_or(f64::NAN))];
+    }
+    if listed {
+        let at = |p| validate::slowdown_percentile(&out.report, p).unwrap_or(f64::NAN);
+        return vec![("slowdown_p50", at(50.0)), ("slowdown_p99", at(99.0))];
     }
     vec![
         ("fct_p50_ns", s.fct_ns.p50 as f64),
@@ -60,19 +65,28 @@ fn figures(s: &Summary) -> Vec<(&'static str, f64)> {
 pub fn run_case(file: &Path, catalog: &Catalog) -> Result<Vec<Calibration>, String> {
     let base = Scenario::load_with(file, catalog).map_err(|e| e.to_string())?;
     let (time_target, completion_target) = targets(&base);
+    let listed = base
+        .traffic
+        .iter()
+        .any(|t| matches!(t, Traffic::Listed { .. }));
     let mut rows = Vec::new();
     for fabric in [FabricKind::Infiniband, FabricKind::Rocev2] {
-        let at = |level: Level| -> Result<Summary, String> {
+        let at = |level: Level| -> Result<Vec<(&'static str, f64)>, String> {
             let mut s = Scenario {
                 fabric,
                 ..base.clone()
             };
             s.set_level(level).map_err(|e| e.to_string())?;
             let out = runner::run(&s, None, false)?;
-            Ok(results::summary(&s, &out))
+            let summary = results::summary(&s, &out);
+            Ok(figures(&summary, &out, listed)
+                .into_iter()
+                .chain([("wall", summary.wall_seconds)])
+                .collect())
         };
-        let (packet, flow) = (at(Level::Packet)?, at(Level::Flow)?);
-        for ((metric, p), (_, f)) in figures(&packet).into_iter().zip(figures(&flow)) {
+        let (mut packet, mut flow) = (at(Level::Packet)?, at(Level::Flow)?);
+        let (packet_wall, flow_wall) = (packet.pop().expect("wall").1, flow.pop().expect("wall").1);
+        for ((metric, p), (_, f)) in packet.into_iter().zip(flow) {
             rows.push(Calibration {
                 case: base.name.clone(),
                 fabric: fabric.name().to_string(),
@@ -82,11 +96,12 @@ pub fn run_case(file: &Path, catalog: &Catalog) -> Result<Vec<Calibration>, Stri
                 error: f / p - 1.0,
                 target: match metric {
                     "fct_p50_ns" => 0.10,
+                    "slowdown_p50" | "slowdown_p99" => 0.15,
                     "completion_ns" => completion_target,
                     _ => time_target,
                 },
-                packet_wall_seconds: packet.wall_seconds,
-                flow_wall_seconds: flow.wall_seconds,
+                packet_wall_seconds: packet_wall,
+                flow_wall_seconds: flow_wall,
             });
         }
     }
@@ -132,13 +147,17 @@ pub fn recorded_table(rows: &[Calibration]) -> String {
 
 /// A row's figures as table cells, up to its verdict.
 fn figures_row(r: &Calibration) -> String {
+    let shown = |v: f64| match r.metric.strip_suffix("_ns") {
+        Some(_) => format!("{:.1} us", v / 1e3),
+        None => format!("{v:.2} x"),
+    };
     format!(
-        "| {} | {} | {} | {:.1} us | {:.1} us | {:+.1} % | {:.0} % | {} |",
+        "| {} | {} | {} | {} | {} | {:+.1} % | {:.0} % | {} |",
         r.case,
         r.fabric,
         r.metric.trim_end_matches("_ns"),
-        r.packet / 1e3,
-        r.flow / 1e3,
+        shown(r.packet),
+        shown(r.flow),
         r.error * 100.0,
         r.target * 100.0,
         if r.within() { "yes" } else { "NO" },

@@ -132,22 +132,31 @@ fn metric(metric: &str, summary: &Summary, out: &runner::Outcome) -> Result<f64,
                 .ok_or_else(|| {
                     format!("metric {m}: expected busbw_gbps, algbw_gbps or slowdown_pNN")
                 })?;
-            let mut s: Vec<f64> = out
-                .report
-                .flows
-                .iter()
-                .filter_map(|f| {
-                    f.finish
-                        .map(|t| (t - f.start).ps() as f64 / f.ideal.ps() as f64)
-                })
-                .collect();
-            if s.is_empty() {
-                return Err(format!("metric {m}: no flow finished"));
-            }
-            s.sort_by(f64::total_cmp);
-            Ok(results::percentile(&s, p))
+            slowdown_percentile(&out.report, p)
+                .ok_or_else(|| format!("metric {m}: no flow finished"))
         }
     }
+}
+
+/// The `p`th percentile of the finished flows' slowdowns (FCT over ideal FCT, not
+/// floored); None if none finished.
+pub(crate) fn slowdown_percentile(
+    report: &fabricsim_fabric::report::RunReport,
+    p: f64,
+) -> Option<f64> {
+    let mut s: Vec<f64> = report
+        .flows
+        .iter()
+        .filter_map(|f| {
+            f.finish
+                .map(|t| (t - f.start).ps() as f64 / f.ideal.ps() as f64)
+        })
+        .collect();
+    if s.is_empty() {
+        return None;
+    }
+    s.sort_by(f64::total_cmp);
+    Some(results::percentile(&s, p))
 }
 
 /// Runs one case file: its scenario once per fabric its entries ask for.

@@ -40,6 +40,9 @@ pub struct FlowConfig {
     pub sharing: Vec<Sharing>,
 }
 
+/// The quantiles of the queueing delay a [`Sharing`] holds.
+pub const QUEUE_QUANTILES: usize = 16;
+
 /// How a port under a given load is shared when congestion control acts, measured at
 /// two transfer sizes: transfers that would take F at line rate take F / `steady` +
 /// `transient` (the line through both measurements), or keep the smaller measurement's
@@ -60,6 +63,12 @@ pub struct Sharing {
     /// share it kept.
     pub small_fair: f64,
     pub small_share: f64,
+    /// The queue a message arriving at the port meets while it is loaded, as delays in
+    /// picoseconds: FIFO service puts it behind the bytes already queued, where max-min
+    /// sharing would serve it at once (queueing behind long flows). Quantiles of what
+    /// the probe's messages met, in increasing order: each message meets the quantile
+    /// its draw picks, so flow level's tails follow the measured spread.
+    pub queue: [f64; QUEUE_QUANTILES],
 }
 
 impl FlowConfig {
@@ -75,6 +84,21 @@ impl FlowConfig {
         }
     }
 
+    /// The queueing delay a message meets on arriving at a port under `load` that has
+    /// been overloaded for `overloaded`: its senders overdrive it by `load - 1` times its
+    /// line rate until congestion control and PFC hold the queue where the probe
+    /// measured it ([`Sharing::queue`], the quantile `draw` picks, taken modulo their
+    /// number), so the queue's delay grows by `load - 1` per unit of time up to that.
+    /// Zero without a measurement or at a load of at most 1.
+    pub(super) fn queue_delay(&self, load: f64, overloaded: Time, draw: u64) -> Time {
+        let Some(p) = self.sharing_at(load) else {
+            return Time::ZERO;
+        };
+        let rising = (load - 1.0) * overloaded.ps() as f64;
+        let held = p.queue[(draw % QUEUE_QUANTILES as u64) as usize];
+        Time(rising.min(held).max(0.0) as u64)
+    }
+
     /// The sharing at `load`, interpolated as [`Self::sharing_share`] says; None below a
     /// load of 1 or without a measurement.
     pub fn sharing_at(&self, load: f64) -> Option<Sharing> {
@@ -87,6 +111,7 @@ impl FlowConfig {
             transient: 0.0,
             small_fair: self.sharing[0].small_fair,
             small_share: 1.0,
+            queue: [0.0; QUEUE_QUANTILES],
         };
         let mut lo = unloaded;
         let mut point = *self.sharing.last().expect("not empty");
@@ -101,6 +126,7 @@ impl FlowConfig {
                     transient: mix(lo.transient, p.transient),
                     small_fair: mix(lo.small_fair, p.small_fair),
                     small_share: mix(lo.small_share, p.small_share),
+                    queue: std::array::from_fn(|q| mix(lo.queue[q], p.queue[q])),
                 };
                 break;
             }

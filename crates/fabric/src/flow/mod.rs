@@ -21,6 +21,11 @@
 //! - Other transfers inside servers (NVLink, data-path stages) and dependencies go
 //!   through the same [`Lifecycle`] as the packet-level fabrics.
 //!
+//! - On RoCEv2, a port whose flows' senders overdrive it holds a queue: a message
+//!   arriving there waits behind it (FIFO, where max-min sharing alone would serve it at
+//!   once), by what packet level measured on an incast probe with the scenario's own
+//!   settings ([`FlowConfig::queue_delay`]). InfiniBand's queues are not modelled here.
+//!
 //! Nothing drops, pauses or marks here: the lossless fabrics' fair share is what flow
 //! level models. ACKs, credit updates and CNPs (under 1 % of the reverse links) are left
 //! out.
@@ -31,7 +36,7 @@ mod pipeline;
 mod sharing;
 
 use crate::driver::BuildError;
-pub use config::{FlowConfig, FlowRouting, FlowWire, Sharing};
+pub use config::{FlowConfig, FlowRouting, FlowWire, Sharing, QUEUE_QUANTILES};
 use pipeline::PipelinePlan;
 
 use crate::driver::{self, Lifecycle, LifecycleEvent, MessageFabric, Progress, RunState};
@@ -69,6 +74,9 @@ pub(crate) struct Flow {
     piece_time: Time,
     /// Bumped at every re-share: a `Drained` event of an older epoch is stale.
     epoch: u32,
+    /// The queues it met on arriving at its ports (RoCEv2's measured queueing, see
+    /// [`FlowConfig::queue_delay`]): its completion comes that much later.
+    queued: Time,
 }
 
 driver::tracked_by_fields!(Flow);
@@ -136,6 +144,9 @@ struct Link {
     open: u32,
     /// The re-share that last visited it.
     mark: u32,
+    /// Since when its flows' senders have overdriven it while it runs full (a load above
+    /// 1 and their rates summing to its share): its queue has been building since then.
+    overloaded_since: Option<Time>,
 }
 
 impl Link {
@@ -154,6 +165,15 @@ impl Link {
             return 1.0;
         }
         cfg.sharing_share(self.load(), self.flow_bytes as f64 / self.capacity)
+    }
+
+    /// The queueing delay a message arriving now meets here, with its `draw` (see
+    /// [`FlowConfig::queue_delay`]).
+    fn queue_delay(&self, cfg: &FlowConfig, now: Time, draw: u64) -> Time {
+        match self.overloaded_since {
+            Some(since) if !self.stage => cfg.queue_delay(self.load(), now - since, draw),
+            _ => Time::ZERO,
+        }
     }
 }
 
@@ -220,6 +240,7 @@ impl Simulation {
                 plan: PipelinePlan::default(),
                 held: None,
                 piece_time: Time::ZERO,
+                queued: Time::ZERO,
             })
             .collect();
         let links = topo
@@ -360,6 +381,7 @@ impl Simulation {
             f.piece_time = plan.piece_time(p, drain);
         }
         let done = fill
+            + self.state.flows[flow as usize].queued
             + match pipeline {
                 None => now + self.lead(&m, &path),
                 Some(p) => {
@@ -416,6 +438,15 @@ impl Simulation {
     }
 }
 
+/// Which quantile of a port's measured queue a flow meets at its `hop`: a fixed mix of
+/// the two (SplitMix64's finaliser), so every run draws alike.
+fn queue_draw(flow: u32, hop: usize) -> u64 {
+    let mut z = ((flow as u64) << 8 | hop as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 impl MessageFabric for Simulation {
     type Event = Event;
     type Flow = Flow;
@@ -465,8 +496,10 @@ impl MessageFabric for Simulation {
         let path = std::mem::take(&mut self.state.flows[flow as usize].path);
         let wire = self.flow_wire(&self.state.flows[flow as usize]);
         let now = self.state.queue.now();
-        for &l in &path {
+        let mut queued = Time::ZERO;
+        for (hop, &l) in path.iter().enumerate() {
             let link = &mut self.links[l as usize];
+            queued += link.queue_delay(&self.cfg, now, queue_draw(flow, hop));
             link.flows.push(flow);
             link.demand_bps += sender;
             link.flow_bytes += wire;
@@ -480,6 +513,7 @@ impl MessageFabric for Simulation {
         f.since = now;
         f.posted = now;
         f.rate = 0.0;
+        f.queued = queued;
         self.touch(flow);
     }
 

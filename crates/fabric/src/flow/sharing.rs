@@ -87,6 +87,7 @@ impl Simulation {
                 }
             }
         }
+        self.note_overloads(&ports, now);
         for (&f, &rate) in flows.iter().zip(&before) {
             let fl = &mut self.state.flows[f as usize];
             if fl.rate == rate {
@@ -104,6 +105,31 @@ impl Simulation {
             self.state
                 .queue
                 .schedule(at, Event::Drained { flow: f, epoch });
+        }
+    }
+}
+
+impl Simulation {
+    /// Marks which of the re-shared `ports` are overloaded from `now` on: their flows'
+    /// senders could send more than their line rate and their rates fill the share
+    /// congestion control leaves them (see [`super::FlowConfig::queue_delay`]). A port
+    /// keeps the time it became overloaded while it stays so.
+    fn note_overloads(&mut self, ports: &[u32], now: Time) {
+        for &l in ports {
+            let link = &self.links[l as usize];
+            let sent: f64 = link
+                .flows
+                .iter()
+                .map(|&f| self.state.flows[f as usize].rate)
+                .sum();
+            let full = sent >= link.capacity * link.share(&self.cfg) * (1.0 - 1e-9);
+            let overloaded = !link.stage && link.load() > 1.0 && full;
+            let link = &mut self.links[l as usize];
+            link.overloaded_since = match link.overloaded_since {
+                Some(since) if overloaded => Some(since),
+                _ if overloaded => Some(now),
+                _ => None,
+            };
         }
     }
 }
