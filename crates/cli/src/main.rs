@@ -630,7 +630,10 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
         } => {
             let mut scenario = load(file, seed)?;
             set_level(&mut scenario, level.as_deref())?;
-            say_level(&scenario);
+            // Settled once: the memory check, the threads and the runs ask it again.
+            if let Some(why) = scenario.settle_level() {
+                eprintln!("fabricsim: {why}");
+            }
             let bytes = fits(&scenario, force)?;
             // A training job's +1 us run is the same size as the main run.
             let runs = if runner::has_training(&scenario) {

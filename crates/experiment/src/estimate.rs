@@ -295,10 +295,28 @@ impl Scenario {
     /// standard error and the summary). `auto` keeps packet level where flow level would
     /// refuse, and where the estimate fails (the run then says why).
     pub fn runs_at_flow_level(&self) -> (bool, Option<String>) {
+        self.choose_level()
+    }
+
+    /// Settles `auto` on the level it chooses, keeping why, so that a command whose
+    /// steps each ask the level (memory check, threads, the run, its +1 us twin)
+    /// estimates the scenario once; returns why, as `runs_at_flow_level` does. Packet
+    /// and flow level stay as they are.
+    pub fn settle_level(&mut self) -> Option<String> {
+        let (flow, why) = self.choose_level();
+        if matches!(self.level, Level::Auto(_)) {
+            self.level = if flow { Level::Flow } else { Level::Packet };
+            self.level_reason = why.clone();
+        }
+        why
+    }
+
+    /// See [`Self::runs_at_flow_level`].
+    fn choose_level(&self) -> (bool, Option<String>) {
         let auto = "simulation.level = \"auto\"";
         let (flow, why) = match self.level {
-            Level::Packet => return (false, None),
-            Level::Flow => return (true, None),
+            Level::Packet => return (false, self.level_reason.clone()),
+            Level::Flow => return (true, self.level_reason.clone()),
             Level::Auto(Auto::AboveHosts(above)) => {
                 let hosts = self.host_count() as u64;
                 if hosts <= above {

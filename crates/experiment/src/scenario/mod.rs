@@ -98,6 +98,9 @@ pub struct Scenario {
     pub catalog: Catalog,
     /// Packet level, flow level, or flow level above a size (`[simulation]`).
     pub level: Level,
+    /// Why `auto` chose the level it was settled on (`Scenario::settle_level`); None
+    /// for a level set otherwise.
+    pub level_reason: Option<String>,
     /// Each all-reduce whose algorithm `[nccl]` chose: which, and why.
     pub nccl_choices: Vec<String>,
 }
@@ -281,6 +284,7 @@ impl Scenario {
             cost,
             catalog,
             level: Level::Packet,
+            level_reason: None,
             nccl_choices,
         };
         scenario.set_level(level)?;

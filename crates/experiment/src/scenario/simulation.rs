@@ -153,6 +153,7 @@ impl Scenario {
             }
         }
         self.level = level;
+        self.level_reason = None;
         Ok(())
     }
 }
