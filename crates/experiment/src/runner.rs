@@ -337,11 +337,13 @@ fn probe_size(w: &fabricsim_fabric::workload::Workload) -> u64 {
 fn sharing_probe(scenario: &Scenario, size: u64) -> Result<Vec<Sharing>, String> {
     let mut points = Vec::with_capacity(PROBE_FANS.len());
     for n in PROBE_FANS {
-        let (Some(a), Some(b), Some(queue)) = (
+        let (Some(a), Some(b)) = (
             incast_probe(scenario, n, size, &[])?,
             incast_probe(scenario, n, 4 * size, &[])?,
-            queue_probe(scenario, n, size)?,
         ) else {
+            break;
+        };
+        let Some(queue) = queue_probe(scenario, n, size, &b)? else {
             break;
         };
         let ((fa, ta), (fb, tb)) = ((a.fair, a.last), (b.fair, b.last));
@@ -363,22 +365,29 @@ fn sharing_probe(scenario: &Scenario, size: u64) -> Result<Vec<Sharing>, String>
 const QUEUE_VICTIMS: u64 = 32;
 
 /// The queue a message arriving at a port loaded N times over meets while the port is
-/// loaded, as [`QUEUE_QUANTILES`] quantiles: N senders of a long message (four times `size`, at least
-/// 2 MiB) into one host on one switch, as in [`incast_probe`], then the same again with a
-/// further host sending one-packet messages to that host evenly over the time the first
-/// run's incast lasted. The quantiles of their delays beyond their ideal FCT, in
+/// loaded, as [`QUEUE_QUANTILES`] quantiles: N senders of a long message (four times
+/// `size`, at least 2 MiB) into one host on one switch, as in [`incast_probe`] (`four`:
+/// that incast of four times `size`, already run), then the same again with a further
+/// host sending one-packet messages to that host evenly over the time the first run's
+/// incast lasted. The quantiles of their delays beyond their ideal FCT, in
 /// picoseconds, over those that started before the incast ended (DCQCN's cuts can
 /// empty the queue for a while, PFC can pause the sender: all of it counts).
 fn queue_probe(
     scenario: &Scenario,
     n: u32,
     size: u64,
+    four: &IncastProbe,
 ) -> Result<Option<[f64; QUEUE_QUANTILES]>, String> {
     let long = (4 * size).max(2 << 20);
-    let Some(alone) = incast_probe(scenario, n, long, &[])? else {
-        return Ok(None);
-    };
-    let lasted = alone.end.ps();
+    let lasted = if long == 4 * size {
+        four.end
+    } else {
+        match incast_probe(scenario, n, long, &[])? {
+            Some(alone) => alone.end,
+            None => return Ok(None),
+        }
+    }
+    .ps();
     let victims: Vec<Time> = (0..QUEUE_VICTIMS)
         .map(|k| Time(lasted * k / QUEUE_VICTIMS))
         .collect();

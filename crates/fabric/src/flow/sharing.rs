@@ -113,8 +113,12 @@ impl Simulation {
     /// Marks which of the re-shared `ports` are overloaded from `now` on: their flows'
     /// senders could send more than their line rate and their rates fill the share
     /// congestion control leaves them (see [`super::FlowConfig::queue_delay`]). A port
-    /// keeps the time it became overloaded while it stays so.
+    /// keeps the time it became overloaded while it stays so. Without a measured queue
+    /// (InfiniBand, RoCEv2 without its probe) there is nothing to note.
     fn note_overloads(&mut self, ports: &[u32], now: Time) {
+        if self.cfg.sharing.is_empty() {
+            return;
+        }
         for &l in ports {
             let link = &self.links[l as usize];
             let sent: f64 = link
