@@ -378,7 +378,7 @@ fn queue_probe(
     size: u64,
     four: &IncastProbe,
 ) -> Result<Option<[f64; QUEUE_QUANTILES]>, String> {
-    let long = (4 * size).max(2 << 20);
+    let long = queue_probe_size(size);
     let lasted = if long == 4 * size {
         four.end
     } else {
@@ -408,6 +408,12 @@ fn queue_probe(
         let at = (2 * q + 1) * waits.len() / (2 * QUEUE_QUANTILES);
         waits[at]
     })))
+}
+
+/// The queue probe's message size for a probe of `size`: four times it, at least 2 MiB
+/// (long enough for the queue to build and DCQCN to act).
+fn queue_probe_size(size: u64) -> u64 {
+    (4 * size).max(2 << 20)
 }
 
 /// What one packet-level incast probe measured, in picoseconds.
@@ -551,13 +557,14 @@ fn sharing_notes(sim: &flow::Simulation, probe: u64, probed: u32) -> Vec<String>
         None => "flow level on RoCEv2 has no calibration record".to_string(),
     };
     let mut notes = vec![format!(
-        "flow level on RoCEv2: ports were loaded up to {load:.1} times their line rate (what their flows' senders could send); at that load DCQCN and PFC keep {:.0} % of it once settled, after a transient of {:.0} us, and a message arriving there waits {:.0} us behind its queue at the median ({:.0} us at the highest quantile), as packet level measured on incasts of {} KiB and {} KiB with this scenario's RoCEv2 settings; {errs}: run at packet level where it matters",
+        "flow level on RoCEv2: ports were loaded up to {load:.1} times their line rate (what their flows' senders could send); at that load DCQCN and PFC keep {:.0} % of it once settled, after a transient of {:.0} us, and a message arriving there waits {:.0} us behind its queue at the median ({:.0} us at the highest quantile), as packet level measured on incasts of {} KiB and {} KiB (the queue on one of {} KiB) with this scenario's RoCEv2 settings; {errs}: run at packet level where it matters",
         at.steady * 100.0,
         at.transient / 1e6,
         at.queue[QUEUE_QUANTILES / 2] / 1e6,
         at.queue[QUEUE_QUANTILES - 1] / 1e6,
         probe >> 10,
-        (4 * probe) >> 10
+        (4 * probe) >> 10,
+        queue_probe_size(probe) >> 10
     )];
     if load > probed as f64 {
         notes.push(format!(
