@@ -291,19 +291,12 @@ impl Estimate {
 /// The level a scenario runs at, decided here rather than in `scenario` because `auto`
 /// asks this module's estimate.
 impl Scenario {
-    /// Whether this scenario runs at flow level, and if `auto` chose, which and why (for
-    /// standard error and the summary). `auto` keeps packet level where flow level would
-    /// refuse, and where the estimate fails (the run then says why).
-    pub fn runs_at_flow_level(&self) -> (bool, Option<String>) {
-        self.choose_level()
-    }
-
     /// Settles `auto` on the level it chooses, keeping why, so that a command whose
     /// steps each ask the level (memory check, threads, the run, its +1 us twin)
     /// estimates the scenario once; returns why, as `runs_at_flow_level` does. Packet
     /// and flow level stay as they are.
     pub fn settle_level(&mut self) -> Option<String> {
-        let (flow, why) = self.choose_level();
+        let (flow, why) = self.runs_at_flow_level();
         if matches!(self.level, Level::Auto(_)) {
             self.level = if flow { Level::Flow } else { Level::Packet };
             self.level_reason = why.clone();
@@ -311,8 +304,10 @@ impl Scenario {
         why
     }
 
-    /// See [`Self::runs_at_flow_level`].
-    fn choose_level(&self) -> (bool, Option<String>) {
+    /// Whether this scenario runs at flow level, and if `auto` chose, which and why (for
+    /// standard error and the summary). `auto` keeps packet level where flow level would
+    /// refuse, and where the estimate fails (the run then says why).
+    pub fn runs_at_flow_level(&self) -> (bool, Option<String>) {
         let auto = "simulation.level = \"auto\"";
         let (flow, why) = match self.level {
             Level::Packet => return (false, self.level_reason.clone()),

@@ -42,8 +42,9 @@ pub fn marking_draw(seed: u64, port: u32, n: u64) -> f64 {
     (x >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
-/// SplitMix64's output function on `x` advanced by its golden-ratio increment.
-fn splitmix64(x: u64) -> u64 {
+/// SplitMix64's output function on `x` advanced by its golden-ratio increment: a fixed,
+/// well-spread mix for seeded draws.
+pub fn splitmix64(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);

@@ -439,12 +439,9 @@ impl Simulation {
 }
 
 /// Which quantile of a port's measured queue a flow meets at its `hop`: a fixed mix of
-/// the two (SplitMix64's finaliser), so every run draws alike.
+/// the two, so every run draws alike.
 fn queue_draw(flow: u32, hop: usize) -> u64 {
-    let mut z = ((flow as u64) << 8 | hop as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    fabricsim_core::proto::ecn::splitmix64((flow as u64) << 8 | hop as u64)
 }
 
 impl MessageFabric for Simulation {

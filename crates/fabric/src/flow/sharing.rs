@@ -107,28 +107,22 @@ impl Simulation {
                 .schedule(at, Event::Drained { flow: f, epoch });
         }
     }
-}
 
-impl Simulation {
     /// Marks which of the re-shared `ports` are overloaded from `now` on: their flows'
     /// senders could send more than their line rate and their rates fill the share
     /// congestion control leaves them (see [`super::FlowConfig::queue_delay`]). A port
     /// keeps the time it became overloaded while it stays so. Without a measured queue
-    /// (InfiniBand, RoCEv2 without its probe) there is nothing to note.
+    /// (InfiniBand, RoCEv2 without its probe) there is nothing to note. Called right
+    /// after the water-filling, whose `left` is then what the port's flows leave of it.
     fn note_overloads(&mut self, ports: &[u32], now: Time) {
         if self.cfg.sharing.is_empty() {
             return;
         }
         for &l in ports {
-            let link = &self.links[l as usize];
-            let sent: f64 = link
-                .flows
-                .iter()
-                .map(|&f| self.state.flows[f as usize].rate)
-                .sum();
-            let full = sent >= link.capacity * link.share(&self.cfg) * (1.0 - 1e-9);
-            let overloaded = !link.stage && link.load() > 1.0 && full;
             let link = &mut self.links[l as usize];
+            // What the water-filling left of its share: none when its flows fill it.
+            let full = link.left <= link.capacity * 1e-9;
+            let overloaded = !link.stage && link.load() > 1.0 && full;
             link.overloaded_since = match link.overloaded_since {
                 Some(since) if overloaded => Some(since),
                 _ if overloaded => Some(now),
