@@ -44,7 +44,7 @@ fn targets(s: &Scenario) -> (f64, f64) {
 /// The figures a case is judged by, from its summary: the first training job's iteration,
 /// else the first collective's time, else for a flow list (a web-search mix, say) the
 /// p50 and p99 slowdown, else the flows' p50 FCT and completion.
-fn figures(s: &Summary, out: &runner::Outcome, listed: bool) -> Vec<(&'static str, f64)> {
+fn figures(s: &Summary, out: &runner::Outcome, listed: bool) -> Figures {
     if let Some(t) = s.training.first() {
         return vec![("iteration_ns", t.iteration_time_ns.unwrap_or(f64::NAN))];
     }
@@ -61,6 +61,9 @@ fn figures(s: &Summary, out: &runner::Outcome, listed: bool) -> Vec<(&'static st
     ]
 }
 
+/// A run's figures, by name (see `figures`).
+type Figures = Vec<(&'static str, f64)>;
+
 /// Runs one case file on both fabrics at both levels.
 pub fn run_case(file: &Path, catalog: &Catalog) -> Result<Vec<Calibration>, String> {
     let base = Scenario::load_with(file, catalog).map_err(|e| e.to_string())?;
@@ -71,7 +74,8 @@ pub fn run_case(file: &Path, catalog: &Catalog) -> Result<Vec<Calibration>, Stri
         .any(|t| matches!(t, Traffic::Listed { .. }));
     let mut rows = Vec::new();
     for fabric in [FabricKind::Infiniband, FabricKind::Rocev2] {
-        let at = |level: Level| -> Result<Vec<(&'static str, f64)>, String> {
+        // A level's figures and its wall time.
+        let at = |level: Level| -> Result<(Figures, f64), String> {
             let mut s = Scenario {
                 fabric,
                 ..base.clone()
@@ -79,13 +83,9 @@ pub fn run_case(file: &Path, catalog: &Catalog) -> Result<Vec<Calibration>, Stri
             s.set_level(level).map_err(|e| e.to_string())?;
             let out = runner::run(&s, None, false)?;
             let summary = results::summary(&s, &out);
-            Ok(figures(&summary, &out, listed)
-                .into_iter()
-                .chain([("wall", summary.wall_seconds)])
-                .collect())
+            Ok((figures(&summary, &out, listed), summary.wall_seconds))
         };
-        let (mut packet, mut flow) = (at(Level::Packet)?, at(Level::Flow)?);
-        let (packet_wall, flow_wall) = (packet.pop().expect("wall").1, flow.pop().expect("wall").1);
+        let ((packet, packet_wall), (flow, flow_wall)) = (at(Level::Packet)?, at(Level::Flow)?);
         for ((metric, p), (_, f)) in packet.into_iter().zip(flow) {
             rows.push(Calibration {
                 case: base.name.clone(),
