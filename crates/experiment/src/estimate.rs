@@ -153,7 +153,12 @@ struct Work {
 }
 
 fn count_work(scenario: &Scenario, topo: &Topology, mtu: u64) -> Result<Work, String> {
-    let workload = build_with(&scenario.traffic, scenario.seed, true);
+    let workload = build_with(
+        &scenario.traffic,
+        scenario.seed,
+        true,
+        scenario.nccl.qps_per_connection,
+    );
     let routes = Routes::minimal(topo)?;
     let per_link = match scenario.fabric {
         FabricKind::Infiniband => 4,

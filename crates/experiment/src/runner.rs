@@ -12,7 +12,7 @@ use fabricsim_core::units::Time;
 use fabricsim_fabric::flow::{self, FlowConfig, FlowRouting, FlowWire, Sharing, QUEUE_QUANTILES};
 use fabricsim_fabric::infiniband::{self, CaptureFilter};
 pub use fabricsim_fabric::parallel::Trial;
-use fabricsim_fabric::rocev2::{self};
+use fabricsim_fabric::rocev2::{self, LoadBalancing};
 use fabricsim_fabric::workload::datapath::{self};
 use fabricsim_fabric::workload::{build, build_with, Traffic};
 use fabricsim_fabric::EventDriven;
@@ -92,7 +92,12 @@ pub fn run_threaded(
         return Err("--pcap: captures are packet level only; this scenario runs at flow level (give --level packet)".into());
     }
     let topo = scenario.build_topology()?;
-    let mut workload = build_with(&scenario.traffic, scenario.seed, flow_level);
+    let mut workload = build_with(
+        &scenario.traffic,
+        scenario.seed,
+        flow_level,
+        scenario.nccl.qps_per_connection,
+    );
     if workload.messages.is_empty() {
         return Err(format!(
             "scenario {}: its [[traffic]] entries make no message, nothing to run",
@@ -603,8 +608,14 @@ fn flow_config(scenario: &Scenario) -> FlowConfig {
                 tx_latency: r.nic_tx_latency,
                 rx_latency: r.nic_rx_latency,
                 switch_latency: r.switch_latency,
-                routing: FlowRouting::Ecmp {
-                    seed: scenario.seed,
+                routing: match r.load_balancing {
+                    // A QP's packets stream back to back: a flowlet rarely ends within
+                    // a message, so its path is its hash's, as under ECMP.
+                    LoadBalancing::Ecmp | LoadBalancing::Flowlet { .. } => FlowRouting::Ecmp {
+                        seed: scenario.seed,
+                    },
+                    LoadBalancing::Adaptive => FlowRouting::Adaptive,
+                    LoadBalancing::Spray => FlowRouting::Spray,
                 },
                 sharing: Vec::new(),
             }

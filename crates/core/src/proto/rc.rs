@@ -179,6 +179,55 @@ impl InOrderReceiver {
     }
 }
 
+/// A RoCE receiver: RoCE's in-order one (go-back-N), or one that places packets out of
+/// order, as NICs behind adaptive routing or packet spraying do (a bitmap of the
+/// message's packets; ACKs cover the in-order prefix).
+#[derive(Clone, Debug)]
+pub enum RoceReceiver {
+    InOrder(InOrderReceiver),
+    Placing(RcReceiver),
+}
+
+impl RoceReceiver {
+    pub fn new(packets: u32, ack_every: u32, out_of_order: bool) -> Self {
+        if out_of_order {
+            RoceReceiver::Placing(RcReceiver::new(packets, ack_every))
+        } else {
+            RoceReceiver::InOrder(InOrderReceiver::new(packets, ack_every))
+        }
+    }
+
+    /// Takes data packet `index`: an out-of-order receiver accepts every new packet and
+    /// re-ACKs its prefix for one placed before.
+    pub fn on_data(&mut self, index: u32) -> InOrderReceipt {
+        match self {
+            RoceReceiver::InOrder(r) => r.on_data(index),
+            RoceReceiver::Placing(r) => {
+                let got = r.on_data(index);
+                if got.duplicate {
+                    InOrderReceipt::Duplicate {
+                        ack: r.prefix().checked_sub(1),
+                    }
+                } else {
+                    InOrderReceipt::Accepted {
+                        ack: got.ack,
+                        complete: got.complete,
+                    }
+                }
+            }
+        }
+    }
+
+    /// The most packets held beyond the in-order prefix (0 for the in-order receiver,
+    /// which holds none).
+    pub fn peak_ahead(&self) -> u32 {
+        match self {
+            RoceReceiver::InOrder(_) => 0,
+            RoceReceiver::Placing(r) => r.peak_ahead(),
+        }
+    }
+}
+
 /// What the receiver did with a data packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Receipt {
@@ -199,6 +248,8 @@ pub struct RcReceiver {
     prefix: u32,
     since_ack: u32,
     ack_every: u32,
+    /// The most packets beyond the in-order prefix ever held (what reordering cost).
+    peak_ahead: u32,
 }
 
 impl RcReceiver {
@@ -210,7 +261,19 @@ impl RcReceiver {
             prefix: 0,
             since_ack: 0,
             ack_every: ack_every.max(1),
+            peak_ahead: 0,
         }
+    }
+
+    /// Packets placed in order from the first.
+    pub fn prefix(&self) -> u32 {
+        self.prefix
+    }
+
+    /// The most packets ever held beyond the in-order prefix: how far out of order the
+    /// message arrived.
+    pub fn peak_ahead(&self) -> u32 {
+        self.peak_ahead
     }
 
     /// Places packet `index`.
@@ -230,6 +293,7 @@ impl RcReceiver {
         {
             self.prefix += 1;
         }
+        self.peak_ahead = self.peak_ahead.max((index + 1).saturating_sub(self.prefix));
         self.since_ack += 1;
         let complete = self.received == self.packets;
         let ack = if (complete || self.since_ack >= self.ack_every) && self.prefix > 0 {

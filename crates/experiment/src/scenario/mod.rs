@@ -20,6 +20,7 @@ mod traffic;
 pub use cluster::{describe as describe_design, ClusterDesigns, Hardware, Optics};
 pub use cost::CostSettings;
 pub use fabric::FabricKind;
+pub use nccl::NcclSettings;
 pub(crate) use simulation::packets_only;
 pub use simulation::{flow_unmodelled, Auto, Level, DEFAULT_BUDGET};
 pub use topology::TopologySpec;
@@ -103,6 +104,8 @@ pub struct Scenario {
     pub level_reason: Option<String>,
     /// Each all-reduce whose algorithm `[nccl]` chose: which, and why.
     pub nccl_choices: Vec<String>,
+    /// `[nccl]`: connections and the algorithm's default.
+    pub nccl: nccl::NcclSettings,
 }
 
 /// `text` as a TOML string, quoted and escaped (a name or path may hold any character).
@@ -237,11 +240,12 @@ impl Scenario {
         let hosts = topo.spec.hosts();
         rocev2::parse(&c, &root.fabric.rocev2, &mut roce, link_rate, hosts)?;
         topology::check_leaves(&topo.spec)?;
+        let nccl = nccl::parse(&c, root.nccl.as_ref())?;
         let setting = traffic::Setting {
             base,
             topology: &topo.spec,
             gpus_per_node: topo.gpus_per_node,
-            nccl: nccl::parse(&c, root.nccl.as_ref())?,
+            nccl,
             hardware: nccl::Hardware {
                 nic: link_rate,
                 gpus_per_node: topo.gpus_per_node,
@@ -286,6 +290,7 @@ impl Scenario {
             level: Level::Packet,
             level_reason: None,
             nccl_choices,
+            nccl,
         };
         scenario.set_level(level)?;
         Ok(scenario)

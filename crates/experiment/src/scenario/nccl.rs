@@ -1,10 +1,13 @@
-//! `[nccl]`: how collectives pick their algorithm (SCENARIO.md v3). `algorithm` applies to
-//! every all-reduce (collective entries and training jobs) that does not name its own:
-//! "auto" runs NCCL's tuner (`fabricsim_fabric::workload::tuner`, NCCL 2.30.7), the
-//! others force one. Without `[nccl]`, a `[cluster]` file runs "auto" and any other keeps
-//! its entries' v1 defaults (a ring).
+//! `[nccl]`: how collectives open connections and pick their algorithm (SCENARIO.md v3).
+//! `algorithm` applies to every all-reduce (collective entries and training jobs) that
+//! does not name its own: "auto" runs NCCL's tuner (`fabricsim_fabric::workload::tuner`,
+//! NCCL 2.30.7), the others force one; without `[nccl]` the entries keep their v1
+//! defaults (a ring). `channels` is the default of entries that give none;
+//! `qps_per_connection` and `split_data_on_qps` set each connection's QPs, `pxn` whether
+//! traffic across rails goes first over NVLink to the GPU on the receiver's rail. Their
+//! defaults are NCCL's (docs/REFERENCE.md section 10).
 
-use super::reader::{invalid, Ctx};
+use super::reader::{invalid, Ctx, Field};
 use super::ScenarioError;
 use fabricsim_core::units::{BitRate, HostId};
 use fabricsim_fabric::workload::collective::by_server;
@@ -17,6 +20,39 @@ use toml::Spanned;
 #[serde(deny_unknown_fields)]
 pub(super) struct FileNccl {
     algorithm: Option<Spanned<String>>,
+    channels: Field,
+    qps_per_connection: Field,
+    split_data_on_qps: Option<bool>,
+    pxn: Option<bool>,
+}
+
+/// `[nccl]`, every default filled in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NcclSettings {
+    /// For all-reduces that name none; None without `[nccl]` (the v1 defaults).
+    pub algorithm: Option<NcclAlgorithm>,
+    /// Channels of collectives that give none (NCCL_MIN/MAX_NCHANNELS); None: the
+    /// entries' own defaults (NCCL's is platform dependent).
+    pub channels: Option<u32>,
+    /// QPs per connection (NCCL_IB_QPS_PER_CONNECTION, default 1 since 2.10).
+    pub qps_per_connection: u16,
+    /// Each message split evenly over the QPs (NCCL_IB_SPLIT_DATA_ON_QPS = 1) rather than
+    /// the QPs taken in turn message by message (0, NCCL's default since 2.20).
+    pub split_data_on_qps: bool,
+    /// PXN (NCCL_PXN_DISABLE = 0, NCCL's default since 2.12).
+    pub pxn: bool,
+}
+
+impl Default for NcclSettings {
+    fn default() -> Self {
+        NcclSettings {
+            algorithm: None,
+            channels: None,
+            qps_per_connection: 1,
+            split_data_on_qps: false,
+            pxn: true,
+        }
+    }
 }
 
 /// `[nccl] algorithm`.
@@ -35,9 +71,32 @@ pub enum NcclAlgorithm {
 
 const NAMES: [&str; 5] = ["auto", "ring", "tree", "nvls", "collnet"];
 
-/// Reads `[nccl]`: None when absent.
-pub(super) fn parse(c: &Ctx, f: Option<&FileNccl>) -> Result<Option<NcclAlgorithm>, ScenarioError> {
-    let Some(f) = f else { return Ok(None) };
+/// Reads `[nccl]`: the defaults when absent.
+pub(super) fn parse(c: &Ctx, f: Option<&FileNccl>) -> Result<NcclSettings, ScenarioError> {
+    let Some(f) = f else {
+        return Ok(NcclSettings::default());
+    };
+    let split_data_on_qps = f.split_data_on_qps.unwrap_or(false);
+    if split_data_on_qps {
+        return Err(invalid(
+            "nccl.split_data_on_qps = true: split mode (each message cut over every QP) is not modelled; NCCL's default since 2.20 is false, the QPs taken in turn".into(),
+        ));
+    }
+    Ok(NcclSettings {
+        algorithm: algorithm(c, f)?,
+        channels: c
+            .count("nccl.channels", &f.channels, 1, 64)?
+            .map(|n| n as u32),
+        qps_per_connection: c
+            .count("nccl.qps_per_connection", &f.qps_per_connection, 1, 128)?
+            .unwrap_or(1) as u16,
+        split_data_on_qps,
+        pxn: f.pxn.unwrap_or(true),
+    })
+}
+
+/// `[nccl] algorithm`: "auto" unless given.
+fn algorithm(c: &Ctx, f: &FileNccl) -> Result<Option<NcclAlgorithm>, ScenarioError> {
     Ok(match c.choice("nccl.algorithm", &f.algorithm, &NAMES)? {
         None => Some(NcclAlgorithm::Auto),
         Some("auto") => Some(NcclAlgorithm::Auto),

@@ -8,7 +8,9 @@ use fabricsim_core::proto::dcqcn::DcqcnPreset;
 use fabricsim_core::proto::ecn::RedParams;
 use fabricsim_core::units::{BitRate, ByteSize, Dimension};
 use fabricsim_core::wire::roce::IpVersion;
-use fabricsim_fabric::rocev2::{hpcc_ecn, DcqcnConfig, EcnConfig, RoceConfig};
+use fabricsim_fabric::rocev2::{
+    hpcc_ecn, DcqcnConfig, EcnConfig, LoadBalancing, RoceConfig, DEFAULT_FLOWLET_GAP,
+};
 use serde::Deserialize;
 use std::fmt::Write as _;
 use toml::Spanned;
@@ -25,6 +27,8 @@ pub(super) struct FileRoce {
     congestion_control: Option<Spanned<String>>,
     dcqcn_preset: Option<Spanned<String>>,
     loss_recovery: Option<Spanned<String>>,
+    load_balancing: Option<Spanned<String>>,
+    flowlet_gap: Field,
     ip: Option<Spanned<String>>,
     ack_every: Field,
     rto_exponent: Field,
@@ -98,6 +102,7 @@ pub(super) fn parse(
         };
     }
     c.choice(&key("loss_recovery"), &f.loss_recovery, &["go-back-n"])?;
+    roce.load_balancing = load_balancing(c, f)?;
     pathologies::parse(c, f, roce, hosts)?;
     if let Some(a) = c.count(&key("ack_every"), &f.ack_every, 1, 1 << 20)? {
         roce.ack_every = a as u32;
@@ -116,6 +121,30 @@ pub(super) fn parse(
     }
     roce.dcqcn = dcqcn(c, f, link_rate)?;
     Ok(())
+}
+
+/// `load_balancing` (ECMP per QP by default) and, for flowlets, `flowlet_gap`.
+fn load_balancing(c: &Ctx, f: &FileRoce) -> Result<LoadBalancing, ScenarioError> {
+    let lb = c.choice(
+        &key("load_balancing"),
+        &f.load_balancing,
+        &LoadBalancing::NAMES,
+    )?;
+    let gap = c.positive_time(&key("flowlet_gap"), &f.flowlet_gap)?;
+    if gap.is_some() && lb != Some("flowlet") {
+        return Err(invalid(format!(
+            "{}: set while load_balancing is not \"flowlet\"; it would do nothing",
+            key("flowlet_gap")
+        )));
+    }
+    Ok(match lb.unwrap_or("ecmp") {
+        "flowlet" => LoadBalancing::Flowlet {
+            gap: gap.unwrap_or(DEFAULT_FLOWLET_GAP),
+        },
+        "adaptive" => LoadBalancing::Adaptive,
+        "spray" => LoadBalancing::Spray,
+        _ => LoadBalancing::Ecmp,
+    })
 }
 
 /// `ecn = { ... }`: RED thresholds, or `enabled = false` for none.

@@ -15,10 +15,10 @@ pub fn ecmp_hash(seed: u64, switch: u32, src: u32, dst: u32, sport: u16) -> u64 
     x ^ (x >> 31)
 }
 
-/// The UDP source port of message `i`'s connection: RoCEv2 NICs vary it per QP so that
-/// ECMP spreads connections (0xC000 and up, as the IANA dynamic range).
-pub fn udp_source_port(i: u32) -> u16 {
-    0xC000 | (i.wrapping_mul(2_654_435_761) >> 18) as u16
+/// The UDP source port of the QP whose key is `qp` (`QueuePair::key`): RoCEv2 NICs vary
+/// it per QP so that ECMP spreads connections (0xC000 and up, as the IANA dynamic range).
+pub fn udp_source_port(qp: u32) -> u16 {
+    0xC000 | (qp.wrapping_mul(2_654_435_761) >> 18) as u16
 }
 
 /// Which packets to keep for a capture.

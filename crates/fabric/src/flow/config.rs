@@ -11,18 +11,24 @@ pub enum FlowWire {
     Rocev2(roce::IpVersion),
 }
 
-/// How a flow's path is chosen at each switch (a compact collective edge of many pieces
-/// under ECMP spreads as on a trunk: each piece is its own message with its own hash).
+/// How a flow's path is chosen at each switch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FlowRouting {
     /// The d-mod-k static route.
     Static,
-    /// InfiniBand adaptive routing, which the packet model does per packet, as perfect
-    /// balance: at each hop a flow crosses the trunk of every candidate port of every
-    /// switch its packets may reach there, shared as one link of their summed rate.
+    /// Adaptive routing (InfiniBand's, or Ethernet's by egress queue depth), which the
+    /// packet models do per packet, as perfect balance: at each hop a flow crosses the
+    /// trunk of every candidate port of every switch its packets may reach there, shared
+    /// as one link of their summed rate.
     Adaptive,
-    /// RoCEv2's ECMP hash of the flow's 5-tuple, seeded as the packet model seeds it.
+    /// RoCEv2's ECMP hash of each QP's 5-tuple, seeded as the packet model seeds it: a
+    /// message takes its QP's path; a compact edge, whose pieces take the connection's
+    /// QPs in turn, spreads its bytes evenly over their paths.
     Ecmp { seed: u64 },
+    /// Per-packet spraying: at every switch a packet takes any candidate port alike, so
+    /// a flow's bytes split evenly over the candidates hop by hop (each port carrying its
+    /// fraction of the flow, shared with every other flow there).
+    Spray,
 }
 
 /// What flow level takes from the fabric's configuration.

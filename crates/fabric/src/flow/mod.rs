@@ -42,7 +42,7 @@ use pipeline::PipelinePlan;
 use crate::driver::{self, Lifecycle, LifecycleEvent, MessageFabric, Progress, RunState};
 use crate::report::{PortResult, RunReport};
 use crate::workload::datapath::StagedMessage;
-use crate::workload::{Message, Pipeline, Workload};
+use crate::workload::{Message, Pipeline, QueuePair, Workload};
 use fabricsim_core::engine::EventQueue;
 use fabricsim_core::topology::{NodeKind, Routes, Topology};
 use fabricsim_core::units::{PortId, Time};
@@ -56,8 +56,14 @@ pub(crate) struct Flow {
     pipeline: Option<Pipeline>,
     /// Its data-path stages (a compact edge at flow level), streamed beside the network.
     staged: Option<StagedMessage>,
-    /// The links it crosses, host port first (planned when the model is built).
+    /// The queue pair it is sent on (ECMP hashes its UDP source port).
+    qp: QueuePair,
+    /// The links it crosses, host port first (planned when the model is built), each
+    /// once.
     path: Vec<u32>,
+    /// The fraction of its bytes each link of `path` carries (spread over several paths:
+    /// its QPs' or spraying's); empty when every link carries them all.
+    weights: Vec<f64>,
     /// Wire bytes not yet sent, as of `since`.
     remaining: f64,
     /// Its fair share, bytes per picosecond.
@@ -80,6 +86,13 @@ pub(crate) struct Flow {
 }
 
 driver::tracked_by_fields!(Flow);
+
+impl Flow {
+    /// The fraction of its bytes the `k`-th link of its path carries.
+    fn weight(&self, k: usize) -> f64 {
+        self.weights.get(k).copied().unwrap_or(1.0)
+    }
+}
 
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Event {
@@ -139,9 +152,10 @@ struct Link {
     released: u32,
     tx_bytes: u64,
     tx_packets: u64,
-    /// Water-filling scratch: capacity left and flows not yet fixed.
+    /// Water-filling scratch: capacity left, and the weight of the flows not yet fixed
+    /// (the fractions of their bytes they put here).
     left: f64,
-    open: u32,
+    open: f64,
     /// The re-share that last visited it.
     mark: u32,
     /// Since when its flows' senders have overdriven it while it runs full (a load above
@@ -231,7 +245,9 @@ impl Simulation {
                     .next_if(|(j, _)| *j as usize == i)
                     .map(|(_, p)| *p),
                 staged: staged.next_if(|st| st.msg as usize == i).cloned(),
+                qp: workload.qp[i],
                 path: Vec::new(),
+                weights: Vec::new(),
                 remaining: 0.0,
                 rate: 0.0,
                 since: Time::ZERO,
@@ -350,13 +366,15 @@ impl Simulation {
         let piece = m.size / packets;
         let wire = self.flow_wire(&self.state.flows[flow as usize]);
         let sender = self.sender_bps(flow);
-        for &l in &path {
+        let packets = packets * piece.div_ceil(self.cfg.mtu as u64).max(1);
+        for (k, &l) in path.iter().enumerate() {
+            let w = self.state.flows[flow as usize].weight(k);
             let link = &mut self.links[l as usize];
             link.flows.retain(|&f| f != flow);
-            link.demand_bps -= sender;
-            link.flow_bytes -= wire;
-            link.tx_bytes += wire;
-            link.tx_packets += packets * piece.div_ceil(self.cfg.mtu as u64).max(1);
+            link.demand_bps -= part(sender, w);
+            link.flow_bytes -= part(wire, w);
+            link.tx_bytes += part(wire, w);
+            link.tx_packets += part(packets, w);
         }
         // The first chunk passes every data-path stage, each with its start cost, before
         // the stream behind it fills them.
@@ -438,6 +456,16 @@ impl Simulation {
     }
 }
 
+/// `w` of `amount` (a flow's fraction on one of its links), the same every time it is
+/// asked, so what is added on entering is what is taken away on leaving.
+fn part(amount: u64, w: f64) -> u64 {
+    if w == 1.0 {
+        amount
+    } else {
+        (amount as f64 * w).round() as u64
+    }
+}
+
 /// Which quantile of a port's measured queue a flow meets at its `hop`: a fixed mix of
 /// the two, so every run draws alike.
 fn queue_draw(flow: u32, hop: usize) -> u64 {
@@ -495,11 +523,13 @@ impl MessageFabric for Simulation {
         let now = self.state.queue.now();
         let mut queued = Time::ZERO;
         for (hop, &l) in path.iter().enumerate() {
+            let w = self.state.flows[flow as usize].weight(hop);
             let link = &mut self.links[l as usize];
-            queued += link.queue_delay(&self.cfg, now, queue_draw(flow, hop));
+            let delay = link.queue_delay(&self.cfg, now, queue_draw(flow, hop));
+            queued += Time((delay.ps() as f64 * w) as u64);
             link.flows.push(flow);
-            link.demand_bps += sender;
-            link.flow_bytes += wire;
+            link.demand_bps += part(sender, w);
+            link.flow_bytes += part(wire, w);
             if !link.stage {
                 self.peak_load = self.peak_load.max(link.load());
             }

@@ -5,6 +5,7 @@
 use super::{FlowRouting, Link, Simulation};
 use crate::driver::BuildError;
 use crate::driver::{self, Lifecycle};
+use crate::workload::QueuePair;
 use crate::workload::{Local, Message};
 use fabricsim_core::topology::NodeKind;
 use fabricsim_core::units::{HostId, PortId, Time};
@@ -24,13 +25,17 @@ impl Simulation {
                 }
                 continue;
             }
-            let mut path = self.path(i as u32);
-            edges.extend(path.windows(2).map(|w| (w[0], w[1])));
+            let (mut path, weights) = self.path(i as u32, &mut edges);
             if let Some(st) = self.state.flows[i].staged.take() {
                 path.extend(st.stages.iter().map(|l| self.resource(l)));
                 self.state.flows[i].staged = Some(st);
             }
-            self.state.flows[i].path = path;
+            let f = &mut self.state.flows[i];
+            f.path = path;
+            f.weights = weights;
+            if !f.weights.is_empty() {
+                f.weights.resize(f.path.len(), 1.0);
+            }
         }
         if driver::has_cycle(&mut edges) {
             return Err(BuildError::FlowCycle);
@@ -38,24 +43,58 @@ impl Simulation {
         Ok(())
     }
 
-    /// The ports a message from `src` to `dst` crosses, host port first. A SHARP
-    /// contribution (`src == dst`) crosses its host's link up and down: the switches
-    /// reduce, so each tree link carries the buffer once.
-    fn path(&mut self, flow: u32) -> Vec<u32> {
-        let m = self.state.flows[flow as usize].msg;
+    /// The ports a message from `src` to `dst` crosses, host port first, and the
+    /// fraction of its bytes each carries (empty: all of them on each); the consecutive
+    /// ports of every path it takes are added to `edges`. A SHARP contribution
+    /// (`src == dst`) crosses its host's link up and down: the switches reduce, so each
+    /// tree link carries the buffer once.
+    fn path(&mut self, flow: u32, edges: &mut Vec<(u32, u32)>) -> (Vec<u32>, Vec<f64>) {
+        let f = &self.state.flows[flow as usize];
+        let (m, qp, compact) = (f.msg, f.qp, f.pipeline.is_some());
         let first = self.topo.host_port(m.src);
         if m.src == m.dst {
-            return vec![first.0, self.topo.port(first).peer.0];
+            return (vec![first.0, self.topo.port(first).peer.0], Vec::new());
         }
-        // A compact edge under ECMP stands for many messages, each hashed on its own
-        // UDP source port: their spread is even over the candidates, as a trunk.
-        let spread = matches!(self.cfg.routing, FlowRouting::Ecmp { .. })
-            && self.state.flows[flow as usize]
-                .pipeline
-                .is_some_and(|p| p.pieces_on_wire() > 1);
-        if self.cfg.routing == FlowRouting::Adaptive || spread {
-            return self.trunk_path(m.src, m.dst);
+        let seed = match self.cfg.routing {
+            FlowRouting::Adaptive => {
+                let path = self.trunk_path(m.src, m.dst);
+                edges.extend(path.windows(2).map(|w| (w[0], w[1])));
+                return (path, Vec::new());
+            }
+            FlowRouting::Spray => return self.sprayed_path(m.src, m.dst, edges),
+            FlowRouting::Static => None,
+            FlowRouting::Ecmp { seed } => Some(seed),
+        };
+        // A compact edge's pieces take its connection's QPs in turn; a message its own QP.
+        let qps: Vec<QueuePair> = if compact {
+            qp.siblings().collect()
+        } else {
+            vec![qp]
+        };
+        let mut ports: Vec<(u32, u32)> = Vec::new();
+        for q in &qps {
+            let path = self.hashed_path(m.src, m.dst, seed, q.key());
+            edges.extend(path.windows(2).map(|w| (w[0], w[1])));
+            for p in path {
+                match ports.iter_mut().find(|(x, _)| *x == p) {
+                    Some((_, n)) => *n += 1,
+                    None => ports.push((p, 1)),
+                }
+            }
         }
+        let weights = if ports.iter().all(|&(_, n)| n as usize == qps.len()) {
+            Vec::new()
+        } else {
+            let of = qps.len() as f64;
+            ports.iter().map(|&(_, n)| n as f64 / of).collect()
+        };
+        (ports.into_iter().map(|(p, _)| p).collect(), weights)
+    }
+
+    /// One path from `src` to `dst`: the static route, or with `seed` ECMP's hash of the
+    /// QP `key`'s UDP source port at each switch, as the packet model hashes it.
+    fn hashed_path(&self, src: HostId, dst: HostId, seed: Option<u64>, key: u32) -> Vec<u32> {
+        let first = self.topo.host_port(src);
         let mut path = vec![first.0];
         let mut port = first;
         loop {
@@ -63,19 +102,66 @@ impl Simulation {
             if !matches!(self.topo.nodes()[node.index()], NodeKind::Switch { .. }) {
                 return path;
             }
-            let cands = self.routes.candidates(node, m.dst);
-            port = match self.cfg.routing {
+            let cands = self.routes.candidates(node, dst);
+            port = match seed {
                 _ if cands.len() == 1 => cands[0],
-                FlowRouting::Static => self.routes.static_port(node, m.dst),
-                FlowRouting::Ecmp { seed } => {
-                    let sport = driver::udp_source_port(flow);
-                    let h = driver::ecmp_hash(seed, node.0, m.src.0, m.dst.0, sport);
+                None => self.routes.static_port(node, dst),
+                Some(seed) => {
+                    let sport = driver::udp_source_port(key);
+                    let h = driver::ecmp_hash(seed, node.0, src.0, dst.0, sport);
                     cands[(h % cands.len() as u64) as usize]
                 }
-                FlowRouting::Adaptive => unreachable!("adaptive paths are trunk paths"),
             };
             path.push(port.0);
         }
+    }
+
+    /// The ports a sprayed flow crosses and the fraction of its bytes on each: at every
+    /// switch its packets reach, each candidate port takes an equal part of what arrives
+    /// there.
+    fn sprayed_path(
+        &self,
+        src: HostId,
+        dst: HostId,
+        edges: &mut Vec<(u32, u32)>,
+    ) -> (Vec<u32>, Vec<f64>) {
+        let first = self.topo.host_port(src);
+        let (mut path, mut weights) = (vec![first.0], vec![1.0]);
+        // The switches reached at this hop, with the fraction of the bytes reaching each,
+        // and the ports that brought it there.
+        let mut frontier = vec![(self.topo.port(first).peer, 1.0, vec![first.0])];
+        while !frontier.is_empty() {
+            let mut next: Vec<(PortId, f64, Vec<u32>)> = Vec::new();
+            for (entered, share, from) in &frontier {
+                let node = self.topo.port(*entered).node;
+                if !matches!(self.topo.nodes()[node.index()], NodeKind::Switch { .. }) {
+                    continue;
+                }
+                let cands = self.routes.candidates(node, dst);
+                for &c in cands {
+                    let part = share / cands.len() as f64;
+                    edges.extend(from.iter().map(|&f| (f, c.0)));
+                    path.push(c.0);
+                    weights.push(part);
+                    let peer = self.topo.port(c).peer;
+                    match next
+                        .iter_mut()
+                        .find(|(p, _, _)| self.topo.port(*p).node == self.topo.port(peer).node)
+                    {
+                        Some((_, s, f)) => {
+                            *s += part;
+                            f.push(c.0);
+                        }
+                        None => next.push((peer, part, vec![c.0])),
+                    }
+                }
+            }
+            frontier = next;
+        }
+        if weights.iter().all(|&w| w == 1.0) {
+            weights.clear();
+        }
+        (path, weights)
     }
 
     /// The links a flow crosses under adaptive routing: its host port, then at each hop

@@ -117,11 +117,12 @@ impl Simulation {
         let rate = f
             .path
             .iter()
-            .map(|&l| {
+            .enumerate()
+            .map(|(k, &l)| {
                 let link = &self.links[l as usize];
                 let others =
                     link.flows.iter().filter(|&&o| o != flow).count() + link.released as usize;
-                link.capacity * link.share(&self.cfg) / (others + 1) as f64
+                link.capacity * link.share(&self.cfg) / (others + 1) as f64 / f.weight(k)
             })
             .fold(f64::INFINITY, f64::min);
         if !rate.is_finite() {

@@ -56,32 +56,47 @@ impl Simulation {
             fl.since = now;
             fl.rate = -1.0;
         }
-        let mut heap = BinaryHeap::new();
+        // Each link's open weight: the fractions of their bytes its unfixed flows put on
+        // it (1 each, unless a flow spreads over several paths).
         for &l in &ports {
             let link = &mut self.links[l as usize];
             link.left = link.capacity * link.share(&self.cfg);
-            link.open = link.flows.len() as u32;
-            if link.open > 0 {
+            link.open = 0.0;
+        }
+        for &f in &flows {
+            let fl = &self.state.flows[f as usize];
+            for (k, &l) in fl.path.iter().enumerate() {
+                self.links[l as usize].open += fl.weight(k);
+            }
+        }
+        let mut heap = BinaryHeap::new();
+        for &l in &ports {
+            let link = &self.links[l as usize];
+            if link.open > OPEN_EPSILON {
                 heap.push(std::cmp::Reverse((share_key(link.left, link.open), l)));
             }
         }
+        // Every unfixed flow's rate rises alike; the link whose open weight fills it
+        // first fixes its flows at that rate.
         while let Some(std::cmp::Reverse((key, l))) = heap.pop() {
             let link = &self.links[l as usize];
-            if link.open == 0 || share_key(link.left, link.open) != key {
+            if link.open <= OPEN_EPSILON || share_key(link.left, link.open) != key {
                 continue;
             }
-            let share = link.left / link.open as f64;
+            let share = link.left / link.open;
             let members = link.flows.clone();
             for f in members {
                 if self.state.flows[f as usize].rate >= 0.0 {
                     continue;
                 }
                 self.state.flows[f as usize].rate = share;
-                for &other in &self.state.flows[f as usize].path {
+                let fl = &self.state.flows[f as usize];
+                for (k, &other) in fl.path.iter().enumerate() {
+                    let w = fl.weight(k);
                     let o = &mut self.links[other as usize];
-                    o.left = (o.left - share).max(0.0);
-                    o.open -= 1;
-                    if o.open > 0 && other != l {
+                    o.left = (o.left - share * w).max(0.0);
+                    o.open -= w;
+                    if o.open > OPEN_EPSILON && other != l {
                         heap.push(std::cmp::Reverse((share_key(o.left, o.open), other)));
                     }
                 }
@@ -132,7 +147,11 @@ impl Simulation {
     }
 }
 
+/// An open weight below this is none left (what rounding leaves of whole flows taken
+/// away in fractions).
+const OPEN_EPSILON: f64 = 1e-9;
+
 /// A water-filling share as an orderable key: positive floats order as their bits.
-fn share_key(left: f64, open: u32) -> u64 {
-    (left / open as f64).to_bits()
+fn share_key(left: f64, open: f64) -> u64 {
+    (left / open).to_bits()
 }

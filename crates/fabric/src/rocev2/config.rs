@@ -55,6 +55,58 @@ pub struct PfcWatchdog {
     pub restore: Time,
 }
 
+/// How switches spread packets over equal-cost egress ports
+/// (`fabric.rocev2.load_balancing`). Replies (ACKs, NAKs, CNPs) always follow ECMP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum LoadBalancing {
+    /// ECMP: a hash of each QP's 5-tuple, so one path per QP for its whole life.
+    Ecmp,
+    /// Flowlet switching: a QP's packets keep their port while they come closer together
+    /// than `gap`; the first packet after a longer pause starts a new flowlet on the
+    /// candidate with the fewest bytes queued (as Broadcom's dynamic load balancing picks
+    /// a new flowlet's port by its quality). Each switch keeps [`FLOWLET_ENTRIES`]
+    /// entries indexed by the 5-tuple's hash (colliding QPs share one). The receiver is
+    /// RoCE's in-order one: a flowlet that overtakes the one before it is discarded and
+    /// NAKed, as with standard NICs.
+    Flowlet { gap: Time },
+    /// Adaptive routing by egress queue depth: each data packet takes the candidate with
+    /// the fewest bytes queued when it arrives (ties to the ECMP hash's choice), and the
+    /// receiving NIC places packets out of order (Spectrum-X with SuperNICs).
+    Adaptive,
+    /// Per-packet spraying: each data packet takes a candidate drawn from a hash of its
+    /// QP and sequence number; the receiver places packets out of order (RDMA WRITE data
+    /// needs no reorder buffer: it keeps a bitmap of the message's packets).
+    Spray,
+}
+
+impl LoadBalancing {
+    /// The names of `fabric.rocev2.load_balancing`.
+    pub const NAMES: [&'static str; 4] = ["ecmp", "flowlet", "adaptive", "spray"];
+
+    /// Whether the receiving NIC places packets out of order (a bitmap of the message's
+    /// packets, ACKs for the in-order prefix) rather than discarding them.
+    pub fn places_out_of_order(self) -> bool {
+        matches!(self, LoadBalancing::Adaptive | LoadBalancing::Spray)
+    }
+
+    /// Whether a switch picks a data packet's egress when it arrives, from its own state
+    /// (queue depths, flowlet table), rather than from the packet's fields alone.
+    pub fn decides_on_arrival(self) -> bool {
+        matches!(
+            self,
+            LoadBalancing::Adaptive | LoadBalancing::Flowlet { .. }
+        )
+    }
+}
+
+/// Flowlet table entries per switch (unverified: switch ASICs keep tables of this order,
+/// e.g. 4K-64K entries; the figure only matters when QPs collide in it).
+pub const FLOWLET_ENTRIES: usize = 4096;
+
+/// The default flowlet gap (unverified: flowlet timeouts for RDMA fabrics are set to a
+/// few microseconds, above the path delay spread of a two- or three-tier fabric).
+pub const DEFAULT_FLOWLET_GAP: Time = Time(8_000_000);
+
 /// Everything the RoCEv2 model needs besides topology and traffic.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RoceConfig {
@@ -97,6 +149,8 @@ pub struct RoceConfig {
     pub rto_exponent: u32,
     /// Seed for ECN marking draws and the ECMP hash.
     pub seed: u64,
+    /// How switches spread packets over equal-cost ports. Default ECMP per QP.
+    pub load_balancing: LoadBalancing,
     /// NICs that stall and pause their switch port.
     pub pause_storms: Vec<PauseStorm>,
     pub watchdog: Option<PfcWatchdog>,
@@ -168,6 +222,7 @@ impl Default for RoceConfig {
             rate_sample: Time::from_us(10),
             record_rates: false,
             plain_schedule: false,
+            load_balancing: LoadBalancing::Ecmp,
         }
     }
 }

@@ -22,5 +22,8 @@ mod config;
 pub mod parallel;
 mod sim;
 
-pub use config::{hpcc_ecn, DcqcnConfig, EcnConfig, PauseStorm, PfcWatchdog, RoceConfig};
+pub use config::{
+    hpcc_ecn, DcqcnConfig, EcnConfig, LoadBalancing, PauseStorm, PfcWatchdog, RoceConfig,
+    DEFAULT_FLOWLET_GAP,
+};
 pub use sim::{Audit, CapturedFrame, RateSample, Simulation};

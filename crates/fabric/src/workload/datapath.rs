@@ -334,6 +334,7 @@ pub fn apply(w: &mut Workload, h: &HostConfig, hosts: u32, gpus_per_node: u32) {
         let plain = m.local.is_some() || m.src == m.dst || m.src.0 / gpn == m.dst.0 / gpn;
         if plain || compact.is_some() {
             let id = w.push(*m, deps, follows);
+            w.qp[id as usize] = old.qp[i];
             if let Some((_, p)) = compact {
                 w.pipelined.push((id, *p));
             }
@@ -402,6 +403,9 @@ pub fn apply(w: &mut Workload, h: &HostConfig, hosts: u32, gpus_per_node: u32) {
                     after,
                     follow,
                 );
+                if k == tx {
+                    w.qp[id as usize] = old.qp[i];
+                }
                 chain.push(id);
             }
             all.push(chain.clone());
@@ -441,5 +445,6 @@ pub fn apply(w: &mut Workload, h: &HostConfig, hosts: u32, gpus_per_node: u32) {
         .collect();
     w.data_paths = pathed;
     w.compact = old.compact;
+    w.qps_per_connection = old.qps_per_connection;
     w.message_interval = h.message_interval;
 }

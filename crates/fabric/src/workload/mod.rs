@@ -30,6 +30,43 @@ pub struct Message {
     pub local: Option<Local>,
 }
 
+/// The queue pair a message is sent on. RoCEv2's UDP source port, which ECMP hashes, is
+/// drawn from it ([`QueuePair::key`]), so every message on one QP takes one path for the
+/// connection's whole life; InfiniBand's routes ignore it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueuePair {
+    /// Its connection: for a collective a mix of its ranks, channel, sender and receiver
+    /// (NCCL opens one connection per channel and peer, kept for the communicator's
+    /// life); for any other message the message's own index.
+    pub connection: u32,
+    /// Which of the connection's QPs this is, from 0.
+    pub index: u16,
+    /// How many QPs the connection has (NCCL_IB_QPS_PER_CONNECTION).
+    pub of: u16,
+}
+
+impl QueuePair {
+    /// A message alone on its own connection.
+    pub fn own(message: u32) -> QueuePair {
+        QueuePair {
+            connection: message,
+            index: 0,
+            of: 1,
+        }
+    }
+
+    /// The QP's identity on the wire: the connection for its first QP, mixed with the
+    /// index for the others.
+    pub fn key(self) -> u32 {
+        self.connection ^ u32::from(self.index).wrapping_mul(0x9E37_79B9)
+    }
+
+    /// Every QP of this one's connection.
+    pub fn siblings(self) -> impl Iterator<Item = QueuePair> {
+        (0..self.of).map(move |index| QueuePair { index, ..self })
+    }
+}
+
 /// A transfer inside a server: it holds `resource` (a PCIe link direction, a CPU, ...)
 /// for bytes / `rate`, first come first served, and completes `latency` later.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -195,29 +232,67 @@ pub struct Workload {
     /// Each NIC starts at most one message per this interval (`HostConfig`); None:
     /// unlimited.
     pub message_interval: Option<Time>,
+    /// The queue pair each message is sent on, by index.
+    pub qp: Vec<QueuePair>,
+    /// QPs per collective connection (NCCL_IB_QPS_PER_CONNECTION), used round-robin
+    /// message by message (NCCL_IB_SPLIT_DATA_ON_QPS = 0).
+    pub qps_per_connection: u16,
+    /// Messages sent so far on each collective connection: the next one's QP is this
+    /// count modulo `qps_per_connection`. Looked up, never iterated.
+    sent_on: std::collections::HashMap<u32, u32>,
 }
 
 impl Workload {
     /// Appends a message that waits for `after` and, on its connection, `follows`;
     /// returns its index.
     pub fn push(&mut self, m: Message, after: Vec<Dep>, follows: Option<u32>) -> u32 {
+        let id = self.messages.len() as u32;
         self.messages.push(m);
         self.after.push(after);
         self.follows.push(follows);
-        self.messages.len() as u32 - 1
+        self.qp.push(QueuePair::own(id));
+        id
+    }
+
+    /// As [`Workload::push`], on `connection`'s next QP in turn.
+    pub fn push_on(
+        &mut self,
+        connection: u32,
+        m: Message,
+        after: Vec<Dep>,
+        follows: Option<u32>,
+    ) -> u32 {
+        let of = self.qps_per_connection.max(1);
+        let sent = self.sent_on.entry(connection).or_insert(0);
+        let index = (*sent % u32::from(of)) as u16;
+        *sent += 1;
+        let id = self.push(m, after, follows);
+        self.qp[id as usize] = QueuePair {
+            connection,
+            index,
+            of,
+        };
+        id
     }
 }
 
 /// Expands traffic entries into a workload, in entry order, one message per step and
-/// piece of every collective (packet level).
+/// piece of every collective (packet level), each collective connection on one QP.
 pub fn build(traffic: &[Traffic], seed: u64) -> Workload {
-    build_with(traffic, seed, false)
+    build_with(traffic, seed, false, 1)
 }
 
-/// As [`build`], with collectives expanded compactly (flow level) if `compact`.
-pub fn build_with(traffic: &[Traffic], seed: u64, compact: bool) -> Workload {
+/// As [`build`], with collectives expanded compactly (flow level) if `compact`, and
+/// `qps_per_connection` QPs on each collective connection.
+pub fn build_with(
+    traffic: &[Traffic],
+    seed: u64,
+    compact: bool,
+    qps_per_connection: u16,
+) -> Workload {
     let mut w = Workload {
         compact,
+        qps_per_connection,
         ..Workload::default()
     };
     for (i, t) in traffic.iter().enumerate() {
@@ -299,6 +374,7 @@ pub fn build_with(traffic: &[Traffic], seed: u64, compact: bool) -> Workload {
         let added = w.messages.len() - before;
         w.after.extend(std::iter::repeat_n(Vec::new(), added));
         w.follows.extend(std::iter::repeat_n(None, added));
+        w.qp.extend((before..w.messages.len()).map(|i| QueuePair::own(i as u32)));
     }
     w
 }

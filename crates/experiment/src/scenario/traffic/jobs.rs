@@ -31,7 +31,7 @@ impl Entry<'_> {
     }
 
     /// `channels` and `chunk` (default the protocol's step: NCCL's 512 KiB for Simple).
-    /// Channels default to 1, but for a tree over whole servers to one per GPU of a
+    /// Channels default to `[nccl] channels`, else to 1, but for a tree over whole servers to one per GPU of a
     /// server: each channel's tree is headed by another GPU, so that, as NCCL's
     /// channels do, the trees use every NIC.
     fn channels_and_chunk(
@@ -42,7 +42,9 @@ impl Entry<'_> {
     ) -> Result<(u32, u64), ScenarioError> {
         let (c, tr) = (self.c, self.tr);
         let gpn = self.set.gpus_per_node;
-        let default = if algorithm == CollectiveAlgorithm::Tree && by_server(ranks, gpn) {
+        let default = if let Some(n) = self.set.nccl.channels {
+            n
+        } else if algorithm == CollectiveAlgorithm::Tree && by_server(ranks, gpn) {
             gpn
         } else {
             1
@@ -63,7 +65,7 @@ impl Entry<'_> {
         bytes: u64,
         default: CollectiveAlgorithm,
     ) -> Result<CollectiveAlgorithm, ScenarioError> {
-        match (&self.tr.algorithm, self.set.nccl) {
+        match (&self.tr.algorithm, self.set.nccl.algorithm) {
             (None, Some(choice)) => {
                 let (a, why) = nccl::resolve(choice, ranks, bytes, &self.set.hardware);
                 self.set.choices.borrow_mut().push(format!(

@@ -51,8 +51,9 @@ pub(super) struct Setting<'a> {
     pub base: &'a Path,
     pub topology: &'a TopologySpec,
     pub gpus_per_node: u32,
-    /// `[nccl] algorithm`, for all-reduces that name none (None: the v1 defaults).
-    pub nccl: Option<super::nccl::NcclAlgorithm>,
+    /// `[nccl]`: the algorithm for all-reduces that name none (None: the v1 defaults),
+    /// the channels of collectives that give none.
+    pub nccl: super::nccl::NcclSettings,
     pub hardware: super::nccl::Hardware,
     /// Why each all-reduce got the algorithm `[nccl]` gave it, for `check`.
     pub choices: std::cell::RefCell<Vec<String>>,

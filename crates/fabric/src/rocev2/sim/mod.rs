@@ -4,7 +4,7 @@
 //! frame-end events), [`pfc`] (pause, watchdog, deadlock), with [`frame`] and [`port`]
 //! the state they share.
 
-use super::config::RoceConfig;
+use super::config::{LoadBalancing, RoceConfig, FLOWLET_ENTRIES};
 use crate::driver::BuildError;
 use crate::driver::{self, Lifecycle, LifecycleEvent, MessageFabric, RunState, Ties};
 use crate::parallel::{InFlight, Part, Splittable};
@@ -12,7 +12,7 @@ use crate::report::Deadlock;
 use crate::workload::Workload;
 use fabricsim_core::engine::EventQueue;
 use fabricsim_core::pool::Pool;
-use fabricsim_core::topology::{Routes, Topology};
+use fabricsim_core::topology::{NodeKind, Routes, Topology};
 use fabricsim_core::units::{HostId, PortId, Time};
 use fabricsim_core::wire::roce::{self};
 
@@ -39,7 +39,7 @@ use nic::{flows, Nic};
 use port::{port_states, AfterEnd, PortState, NEVER};
 pub use rates::RateSample;
 pub use report::Audit;
-use switch::{shared_buffers, SharedBuffer};
+use switch::{shared_buffers, Flowlet, SharedBuffer};
 
 /// A running RoCEv2 fabric.
 pub struct Simulation {
@@ -61,6 +61,10 @@ pub struct Simulation {
     prefetch_deep: bool,
     ports: Vec<PortState>,
     buffers: Vec<SharedBuffer>,
+    /// Flowlet switching only: every switch's flowlet table, each
+    /// [`FLOWLET_ENTRIES`] long, starting at `flowlet_base[node]`.
+    flowlets: Vec<Flowlet>,
+    flowlet_base: Vec<usize>,
     nics: Vec<Nic>,
     /// Each event creator's next tie (see [`Ties`]).
     ties: Ties,
@@ -152,6 +156,7 @@ impl Simulation {
         let grid = driver::lookahead(&topo, pfc, slack, cfg.deadlock_check);
         let flows = flows(&cfg, &topo, workload);
         let port_bytes = ports.len() * std::mem::size_of::<PortState>();
+        let (flowlets, flowlet_base) = flowlet_tables(&cfg, &topo);
         let mut sim = Simulation {
             nics: vec![Nic::default(); topo.host_count() as usize],
             cfg,
@@ -169,6 +174,8 @@ impl Simulation {
             prefetch_deep: port_bytes > fabricsim_core::prefetch::WORTH_ABOVE_BYTES,
             ports,
             buffers,
+            flowlets,
+            flowlet_base,
             ties,
             creator: 0,
             wake_tie: None,
@@ -413,4 +420,21 @@ impl MessageFabric for Simulation {
             part.tell_completed(flow, at);
         }
     }
+}
+
+/// Every switch's flowlet table under flowlet switching (none otherwise), and where each
+/// node's starts.
+fn flowlet_tables(cfg: &RoceConfig, topo: &Topology) -> (Vec<Flowlet>, Vec<usize>) {
+    if !matches!(cfg.load_balancing, LoadBalancing::Flowlet { .. }) {
+        return (Vec::new(), Vec::new());
+    }
+    let mut base = Vec::with_capacity(topo.nodes().len());
+    let mut next = 0;
+    for kind in topo.nodes() {
+        base.push(next);
+        if matches!(kind, NodeKind::Switch { .. }) {
+            next += FLOWLET_ENTRIES;
+        }
+    }
+    (vec![Flowlet::default(); next], base)
 }

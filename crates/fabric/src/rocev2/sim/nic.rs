@@ -7,7 +7,7 @@ use crate::workload::Message;
 use crate::workload::Workload;
 use fabricsim_core::pool::Slot;
 use fabricsim_core::proto::dcqcn::Dcqcn;
-use fabricsim_core::proto::rc::{InOrderReceiver, RcSender};
+use fabricsim_core::proto::rc::{RcSender, RoceReceiver};
 use fabricsim_core::topology::Topology;
 use fabricsim_core::units::{BitRate, HostId, PortId, Time};
 use fabricsim_core::wire::roce::{self};
@@ -29,7 +29,7 @@ pub(crate) struct Flow {
     /// UDP source port: the ECMP entropy of this QP.
     pub(super) udp_sport: u16,
     pub(super) sender: RcSender,
-    pub(super) receiver: InOrderReceiver,
+    pub(super) receiver: RoceReceiver,
     pub(super) rp: Dcqcn,
     /// When the last packet started, and its link bytes: the pacing state.
     pub(super) last_tx: Time,
@@ -211,12 +211,16 @@ pub(super) fn flows(cfg: &RoceConfig, topo: &Topology, workload: &Workload) -> V
         .enumerate()
         .map(|(i, m)| {
             let sender = RcSender::new(m.size, cfg.mtu, cfg.ack_every);
-            let receiver = InOrderReceiver::new(sender.packets(), cfg.ack_every);
+            let receiver = RoceReceiver::new(
+                sender.packets(),
+                cfg.ack_every,
+                cfg.load_balancing.places_out_of_order(),
+            );
             let nic_port = topo.host_port(m.src);
             let line = topo.port(nic_port).rate;
             Flow {
                 msg: *m,
-                udp_sport: driver::udp_source_port(i as u32),
+                udp_sport: driver::udp_source_port(workload.qp[i].key()),
                 sender,
                 receiver,
                 rp: Dcqcn::new(line),

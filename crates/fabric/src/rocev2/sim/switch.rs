@@ -3,9 +3,10 @@
 use super::{Kind, Packet, PacketPort, PortState, Simulation, CONTROL, DATA, NEVER};
 use crate::driver::BuildError;
 use crate::driver::{self};
-use crate::rocev2::config::RoceConfig;
+use crate::rocev2::config::{LoadBalancing, RoceConfig, FLOWLET_ENTRIES};
 use fabricsim_core::pool::Slot;
 use fabricsim_core::proto::ecn::marking_draw;
+use fabricsim_core::proto::ecn::splitmix64;
 use fabricsim_core::proto::pfc::RESUME_OFFSET;
 use fabricsim_core::topology::{NodeKind, Topology};
 
@@ -93,7 +94,10 @@ impl Simulation {
         mut pkt: Packet,
         now: Time,
     ) {
-        let out = pkt.port.egress();
+        let mut out = pkt.port.egress();
+        if self.cfg.load_balancing.decides_on_arrival() {
+            out = self.rebalance(node, &pkt, out, now);
+        }
         if pkt.kind == Kind::Data {
             // (Only the watchdog sets `pfc_ignored_until`, in a line packets do not
             // otherwise touch.)
@@ -134,7 +138,10 @@ impl Simulation {
         }
     }
 
-    /// The egress of switch `node` for `pkt`: the one shortest-path port, or ECMP's choice.
+    /// The egress of switch `node` for `pkt` as decided when it is sent toward the
+    /// switch: the one shortest-path port, ECMP's choice, or spraying's (a hash of the
+    /// QP and the packet's sequence number, so each packet draws anew). (Adaptive routing
+    /// and flowlets decide again on arrival: [`Self::rebalance`].)
     pub(super) fn route(&self, node: NodeId, pkt: &Packet) -> PortId {
         let dst = HostId(pkt.dst);
         let cands = self.routes.candidates(node, dst);
@@ -142,9 +149,55 @@ impl Simulation {
             cands[0]
         } else {
             // Data and its replies hash the same 5-tuple fields, ordered by direction.
-            let h = driver::ecmp_hash(self.cfg.seed, node.0, pkt.src, pkt.dst, pkt.sport);
+            let mut h = driver::ecmp_hash(self.cfg.seed, node.0, pkt.src, pkt.dst, pkt.sport);
+            if self.cfg.load_balancing == LoadBalancing::Spray && pkt.kind == Kind::Data {
+                h = splitmix64(h ^ u64::from(pkt.index));
+            }
             cands[(h % cands.len() as u64) as usize]
         }
+    }
+
+    /// The egress of switch `node` for `pkt` arriving now, `hashed` being ECMP's choice:
+    /// adaptive routing takes the candidate with the fewest bytes queued; flowlet
+    /// switching the flowlet's port, or for a new flowlet the least queued candidate.
+    /// Replies, and data under ECMP or spraying, keep `hashed`.
+    pub(super) fn rebalance(
+        &mut self,
+        node: NodeId,
+        pkt: &Packet,
+        hashed: PortId,
+        now: Time,
+    ) -> PortId {
+        let lb = self.cfg.load_balancing;
+        if pkt.kind != Kind::Data || !lb.decides_on_arrival() {
+            return hashed;
+        }
+        let cands = self.routes.candidates(node, HostId(pkt.dst));
+        if cands.len() == 1 {
+            return hashed;
+        }
+        let least = || {
+            let depth = |p: PortId| self.ports[p.index()].queued[DATA];
+            cands.iter().copied().fold(
+                hashed,
+                |best, p| if depth(p) < depth(best) { p } else { best },
+            )
+        };
+        let LoadBalancing::Flowlet { gap } = lb else {
+            return least();
+        };
+        let h = driver::ecmp_hash(self.cfg.seed, node.0, pkt.src, pkt.dst, pkt.sport);
+        let slot = self.flowlet_base[node.index()] + (h >> 40) as usize % FLOWLET_ENTRIES;
+        let entry = self.flowlets[slot];
+        let port = match entry.port {
+            Some(p) if now <= entry.last + gap && cands.contains(&p) => p,
+            _ => least(),
+        };
+        self.flowlets[slot] = Flowlet {
+            last: now,
+            port: Some(port),
+        };
+        port
     }
 
     /// Ingress admission of a data packet of `bytes` on `input` of switch `node`: reserve
@@ -181,6 +234,13 @@ impl Simulation {
         }
         true
     }
+}
+
+/// A flowlet table entry: when its last packet passed and the port it took.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Flowlet {
+    last: Time,
+    port: Option<PortId>,
 }
 
 /// Each switch's shared buffer: what is left of `switch_buffer` once every port's

@@ -19,6 +19,20 @@ fn passes(k: usize, reducing: usize) -> u8 {
 pub(super) struct Graph<'a> {
     pub(super) c: &'a Collective,
     pub(super) w: &'a mut Workload,
+    /// A mix of the channel and the communicator's ranks: what its connections' ids
+    /// start from.
+    channel: u64,
+}
+
+impl<'a> Graph<'a> {
+    /// The graph of `c`'s channel `channel`, appended to `w`.
+    pub(super) fn new(c: &'a Collective, w: &'a mut Workload, channel: u64) -> Graph<'a> {
+        let mut x = 0xC0FF_EE00u64 ^ channel;
+        for r in &c.ranks {
+            x = (x ^ u64::from(r.0)).wrapping_mul(0x100_0000_01B3);
+        }
+        Graph { c, w, channel: x }
+    }
 }
 
 impl Graph<'_> {
@@ -54,7 +68,17 @@ impl Graph<'_> {
             sl: self.c.sl,
             local: None,
         };
-        self.w.push(m, after, follows)
+        let connection = self.connection(from, to);
+        self.w.push_on(connection, m, after, follows)
+    }
+
+    /// The connection from rank `from` to rank `to` on this channel: one per channel and
+    /// peer of the communicator (its ranks), as NCCL opens them.
+    fn connection(&self, from: usize, to: usize) -> u32 {
+        let pair = (u64::from(self.c.ranks[from].0) << 32) | u64::from(self.c.ranks[to].0);
+        let x = (self.channel ^ pair.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+            .wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        (x ^ (x >> 31)) as u32
     }
 
     /// Pieces a transfer of `bytes` is pipelined in.

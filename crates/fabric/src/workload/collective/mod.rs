@@ -289,7 +289,7 @@ pub(crate) fn share(total: u64, parts: u64, i: u64) -> u64 {
 pub(crate) fn expand(c: &Collective, w: &mut Workload) {
     for ch in 0..c.channels as u64 {
         let bytes = share(c.size, c.channels as u64, ch);
-        let mut g = Graph { c, w };
+        let mut g = Graph::new(c, w, ch);
         match (c.op, c.algorithm) {
             (CollectiveOp::AllToAll, _) => g.all_to_all(bytes),
             (CollectiveOp::Broadcast, _) => g.chain(bytes),
@@ -320,7 +320,7 @@ pub(crate) fn expand_all_reduce_after(
     let mut done = vec![Vec::new(); n];
     for ch in 0..c.channels as u64 {
         let bytes = share(c.size, c.channels as u64, ch);
-        let mut g = Graph { c, w };
+        let mut g = Graph::new(c, w, ch);
         let last: Vec<Vec<u32>> = match c.algorithm {
             CollectiveAlgorithm::Hierarchical => g
                 .hierarchical(bytes, ready)
