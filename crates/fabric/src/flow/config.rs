@@ -78,16 +78,22 @@ pub struct Sharing {
 }
 
 impl FlowConfig {
-    /// The share of its line rate a port under `load` keeps while its flows have `fair`
-    /// picoseconds of bytes at line rate to send (see [`Sharing`]), at most 1, with the
-    /// measurements interpolated in log2 of the load between the measured loads (from
-    /// no loss at a load of 1), the last one's beyond it.
-    pub(super) fn sharing_share(&self, load: f64, fair: f64) -> f64 {
-        match self.sharing_at(load) {
-            Some(p) if fair <= p.small_fair => p.small_share,
-            Some(p) => (fair / (fair / p.steady + p.transient)).min(1.0),
-            None => 1.0,
+    /// The share of its line rate a port keeps while its flows have `fair` picoseconds
+    /// of bytes at line rate to send (see [`Sharing`]), at most 1: the transient (or the
+    /// small transfers' share) of the `line_load` its senders start with at their line
+    /// rates, the steady share of the `load` they settle to (the same but for a ring's
+    /// edges, which forward at their ring's pace). The measurements are interpolated in
+    /// log2 of the load between the measured loads (from no loss at a load of 1), the
+    /// last one's beyond it.
+    pub(super) fn sharing_share(&self, load: f64, line_load: f64, fair: f64) -> f64 {
+        let Some(start) = self.sharing_at(line_load) else {
+            return 1.0;
+        };
+        let steady = self.sharing_at(load).map_or(1.0, |p| p.steady);
+        if fair <= start.small_fair {
+            return start.small_share;
         }
+        (fair / (fair / steady + start.transient)).min(1.0)
     }
 
     /// The queueing delay a message meets on arriving at a port under `load` that has

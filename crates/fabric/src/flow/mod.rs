@@ -80,6 +80,10 @@ pub(crate) struct Flow {
     piece_time: Time,
     /// Bumped at every re-share: a `Drained` event of an older epoch is stale.
     epoch: u32,
+    /// What its sender could send now, bits per second, as its links count it: its NIC's
+    /// line rate, or for a ring's edge at most the ring's pace (it forwards what reaches
+    /// it).
+    demand_bps: u64,
     /// The queues it met on arriving at its ports (RoCEv2's measured queueing, see
     /// [`FlowConfig::queue_delay`]): its completion comes that much later.
     queued: Time,
@@ -141,8 +145,12 @@ struct Link {
     /// A port's or trunk's line rate, bits per second (0 for a data-path resource or
     /// NVLink).
     line_bps: u64,
-    /// What the senders of the flows crossing it could send, bits per second.
+    /// What the senders of the flows crossing it could send, bits per second (a ring's
+    /// edges at most at their ring's pace).
     demand_bps: u64,
+    /// What they could send at their NICs' line rates, as they do when they start:
+    /// what congestion control's first cuts answer.
+    line_demand_bps: u64,
     /// The flows' wire bytes, whole.
     flow_bytes: u64,
     /// The flows crossing it now, in the order they started.
@@ -172,13 +180,23 @@ impl Link {
         self.demand_bps as f64 / self.line_bps as f64
     }
 
+    /// What its flows' senders could send at their line rates, in units of its own.
+    fn line_load(&self) -> f64 {
+        if self.line_bps == 0 {
+            return 0.0;
+        }
+        self.line_demand_bps as f64 / self.line_bps as f64
+    }
+
     /// The share of its line rate congestion control leaves it (see [`Sharing`]): its
-    /// flows' whole bytes at line rate are what the transient is weighed against.
+    /// flows' whole bytes at line rate are what the transient is weighed against; the
+    /// transient answers the load at line rate, the steady share the load now.
     fn share(&self, cfg: &FlowConfig) -> f64 {
         if self.stage {
             return 1.0;
         }
-        cfg.sharing_share(self.load(), self.flow_bytes as f64 / self.capacity)
+        let fair = self.flow_bytes as f64 / self.capacity;
+        cfg.sharing_share(self.load(), self.line_load(), fair)
     }
 
     /// The queueing delay a message arriving now meets here, with its `draw` (see
@@ -221,7 +239,14 @@ pub struct Simulation {
     /// or tree edges it feeds.
     feeds: Vec<Vec<u32>>,
     fed: Vec<Vec<u32>>,
+    /// Each compact ring edge's ring (an index into `rings`), else [`NO_RING`]; each
+    /// ring's edges.
+    ring_of: Vec<u32>,
+    rings: Vec<Vec<u32>>,
 }
+
+/// No ring: a flow that is not a compact ring's edge.
+const NO_RING: u32 = u32::MAX;
 
 impl Simulation {
     /// Builds the model; errors if some host cannot reach another.
@@ -257,6 +282,7 @@ impl Simulation {
                 held: None,
                 piece_time: Time::ZERO,
                 queued: Time::ZERO,
+                demand_bps: 0,
             })
             .collect();
         let links = topo
@@ -297,6 +323,8 @@ impl Simulation {
             peak_load: 0.0,
             feeds: Vec::new(),
             fed: Vec::new(),
+            ring_of: Vec::new(),
+            rings: Vec::new(),
             topo,
         };
         sim.plan_paths()?;
@@ -365,13 +393,15 @@ impl Simulation {
         };
         let piece = m.size / packets;
         let wire = self.flow_wire(&self.state.flows[flow as usize]);
+        let demand = self.state.flows[flow as usize].demand_bps;
         let sender = self.sender_bps(flow);
         let packets = packets * piece.div_ceil(self.cfg.mtu as u64).max(1);
         for (k, &l) in path.iter().enumerate() {
             let w = self.state.flows[flow as usize].weight(k);
             let link = &mut self.links[l as usize];
             link.flows.retain(|&f| f != flow);
-            link.demand_bps -= part(sender, w);
+            link.demand_bps -= part(demand, w);
+            link.line_demand_bps -= part(sender, w);
             link.flow_bytes -= part(wire, w);
             link.tx_bytes += part(wire, w);
             link.tx_packets += part(packets, w);
@@ -458,7 +488,7 @@ impl Simulation {
 
 /// `w` of `amount` (a flow's fraction on one of its links), the same every time it is
 /// asked, so what is added on entering is what is taken away on leaving.
-fn part(amount: u64, w: f64) -> u64 {
+pub(super) fn part(amount: u64, w: f64) -> u64 {
     if w == 1.0 {
         amount
     } else {
@@ -518,6 +548,7 @@ impl MessageFabric for Simulation {
     /// The message becomes a flow on its path, shared at the next re-share.
     fn enqueue(&mut self, flow: u32) {
         let sender = self.sender_bps(flow);
+        self.state.flows[flow as usize].demand_bps = sender;
         let path = std::mem::take(&mut self.state.flows[flow as usize].path);
         let wire = self.flow_wire(&self.state.flows[flow as usize]);
         let now = self.state.queue.now();
@@ -529,6 +560,7 @@ impl MessageFabric for Simulation {
             queued += Time((delay.ps() as f64 * w) as u64);
             link.flows.push(flow);
             link.demand_bps += part(sender, w);
+            link.line_demand_bps += part(sender, w);
             link.flow_bytes += part(wire, w);
             if !link.stage {
                 self.peak_load = self.peak_load.max(link.load());

@@ -1,7 +1,7 @@
 //! A compact collective edge's pipeline: planned along its feeds at nominal rates, and
 //! timed as it runs (see the module comment of `flow`).
 
-use super::{Event, Simulation};
+use super::{Event, Flow, Simulation, NO_RING};
 use crate::driver::{Lifecycle, MessageFabric};
 use crate::workload::{Message, Pipeline};
 use fabricsim_core::units::{PortId, Time};
@@ -58,6 +58,7 @@ impl Simulation {
                 step: step[i],
             };
         }
+        self.find_rings(&upstream);
         self.fed = vec![Vec::new(); n];
         for (i, f) in self.state.flows.iter().enumerate() {
             if !matches!(f.pipeline, Some(Pipeline::Chain { .. })) {
@@ -68,6 +69,32 @@ impl Simulation {
             }
         }
         self.feeds = upstream;
+    }
+
+    /// Each compact ring edge's ring: the edges met walking its feeds (`upstream`, the
+    /// edge into its sender) until the walk closes.
+    fn find_rings(&mut self, upstream: &[Vec<u32>]) {
+        let n = self.state.flows.len();
+        let is_ring = |f: &Flow| matches!(f.pipeline, Some(Pipeline::Ring { .. }));
+        self.ring_of = vec![NO_RING; n];
+        self.rings.clear();
+        for i in 0..n {
+            if !is_ring(&self.state.flows[i]) || self.ring_of[i] != NO_RING {
+                continue;
+            }
+            let id = self.rings.len() as u32;
+            let mut members = Vec::new();
+            let mut e = i;
+            while self.ring_of[e] == NO_RING && is_ring(&self.state.flows[e]) {
+                self.ring_of[e] = id;
+                members.push(e as u32);
+                match upstream[e].first() {
+                    Some(&u) => e = u as usize,
+                    None => break,
+                }
+            }
+            self.rings.push(members);
+        }
     }
 
     /// A compact chain or tree edge waits, once posted, until its first piece can have

@@ -1,7 +1,7 @@
 //! Max-min fair sharing (water-filling) over the connected component of the touched
 //! links, once per instant.
 
-use super::{Event, Simulation};
+use super::{part, Event, Simulation, NO_RING};
 use fabricsim_core::units::Time;
 use std::collections::BinaryHeap;
 
@@ -56,28 +56,65 @@ impl Simulation {
             fl.since = now;
             fl.rate = -1.0;
         }
+        self.water_fill(&ports, &flows);
+        // A ring's edges send what reaches them: each at most its ring's pace. Their
+        // demand on each port follows, and with it the share congestion control leaves.
+        if !self.cfg.sharing.is_empty() {
+            for _ in 0..PACE_ROUNDS {
+                if !self.pace_rings(&flows) {
+                    break;
+                }
+                for &f in &flows {
+                    self.state.flows[f as usize].rate = -1.0;
+                }
+                self.water_fill(&ports, &flows);
+            }
+        }
+        self.note_overloads(&ports, now);
+        for (&f, &rate) in flows.iter().zip(&before) {
+            let fl = &mut self.state.flows[f as usize];
+            if fl.rate == rate {
+                continue;
+            }
+            fl.epoch += 1;
+            let ps = (fl.remaining / fl.rate).ceil();
+            let at = now
+                + Time(if ps.is_finite() {
+                    ps as u64
+                } else {
+                    u64::MAX / 4
+                });
+            let epoch = fl.epoch;
+            self.state
+                .queue
+                .schedule(at, Event::Drained { flow: f, epoch });
+        }
+    }
+
+    /// Max-min fair rates for `flows` (every flow on `ports`, their rates unset), by
+    /// progressive filling: every unfixed flow's rate rises alike, and the link whose
+    /// open weight fills it first fixes its flows at that rate.
+    fn water_fill(&mut self, ports: &[u32], flows: &[u32]) {
         // Each link's open weight: the fractions of their bytes its unfixed flows put on
         // it (1 each, unless a flow spreads over several paths).
-        for &l in &ports {
+        for &l in ports {
             let link = &mut self.links[l as usize];
             link.left = link.capacity * link.share(&self.cfg);
             link.open = 0.0;
         }
-        for &f in &flows {
+        for &f in flows {
             let fl = &self.state.flows[f as usize];
             for (k, &l) in fl.path.iter().enumerate() {
                 self.links[l as usize].open += fl.weight(k);
             }
         }
         let mut heap = BinaryHeap::new();
-        for &l in &ports {
+        for &l in ports {
             let link = &self.links[l as usize];
             if link.open > OPEN_EPSILON {
                 heap.push(std::cmp::Reverse((share_key(link.left, link.open), l)));
             }
         }
-        // Every unfixed flow's rate rises alike; the link whose open weight fills it
-        // first fixes its flows at that rate.
         while let Some(std::cmp::Reverse((key, l))) = heap.pop() {
             let link = &self.links[l as usize];
             if link.open <= OPEN_EPSILON || share_key(link.left, link.open) != key {
@@ -102,25 +139,53 @@ impl Simulation {
                 }
             }
         }
-        self.note_overloads(&ports, now);
-        for (&f, &rate) in flows.iter().zip(&before) {
-            let fl = &mut self.state.flows[f as usize];
-            if fl.rate == rate {
+    }
+
+    /// Sets each ring edge of `flows` to demand no more than its ring's pace (its
+    /// slowest edge's rate now: a ring edge forwards what reached it), moving its ports'
+    /// demand by the change. Returns whether any demand moved by more than 1 %.
+    fn pace_rings(&mut self, flows: &[u32]) -> bool {
+        let mut rings: Vec<u32> = flows
+            .iter()
+            .map(|&f| self.ring_of[f as usize])
+            .filter(|&r| r != NO_RING)
+            .collect();
+        rings.sort_unstable();
+        rings.dedup();
+        let mut moved = false;
+        for r in rings {
+            let pace = self.rings[r as usize]
+                .iter()
+                .map(|&e| &self.state.flows[e as usize])
+                .filter(|f| f.rate > 0.0 && f.remaining > 0.0)
+                .map(|f| f.rate)
+                .fold(f64::INFINITY, f64::min);
+            if !pace.is_finite() {
                 continue;
             }
-            fl.epoch += 1;
-            let ps = (fl.remaining / fl.rate).ceil();
-            let at = now
-                + Time(if ps.is_finite() {
-                    ps as u64
-                } else {
-                    u64::MAX / 4
-                });
-            let epoch = fl.epoch;
-            self.state
-                .queue
-                .schedule(at, Event::Drained { flow: f, epoch });
+            let pace_bps = (pace * 8e12) as u64;
+            for i in 0..self.rings[r as usize].len() {
+                let e = self.rings[r as usize][i];
+                let sender = self.sender_bps(e);
+                let f = &self.state.flows[e as usize];
+                if sender == 0 || f.remaining <= 0.0 {
+                    continue;
+                }
+                let (old, new) = (f.demand_bps, sender.min(pace_bps));
+                if old.abs_diff(new) * 100 <= old {
+                    continue;
+                }
+                moved = true;
+                let f = &self.state.flows[e as usize];
+                for (k, &l) in f.path.iter().enumerate() {
+                    let w = f.weight(k);
+                    let link = &mut self.links[l as usize];
+                    link.demand_bps = link.demand_bps - part(old, w) + part(new, w);
+                }
+                self.state.flows[e as usize].demand_bps = new;
+            }
         }
+        moved
     }
 
     /// Marks which of the re-shared `ports` are overloaded from `now` on: their flows'
@@ -146,6 +211,10 @@ impl Simulation {
         }
     }
 }
+
+/// Re-shares after rings' paces moved their demand, at most (each round moves a pace
+/// less; two rarely change anything).
+const PACE_ROUNDS: usize = 3;
 
 /// An open weight below this is none left (what rounding leaves of whole flows taken
 /// away in fractions).
