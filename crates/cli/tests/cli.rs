@@ -315,6 +315,28 @@ fn bad_input_is_named_and_exits_2() {
         "[[traffic]]\nkind = \"flow-file\"\npath = \"none.txt\"\nsize = 5\n",
         &["traffic[0].size", "flow-file"],
     );
+    expect_error(
+        "[nccl]\nqps_per_connection = 0\n",
+        &["nccl.qps_per_connection", "0", "1 to 128"],
+    );
+    expect_error(
+        "[nccl]\nsplit_data_on_qps = true\n",
+        &["nccl.split_data_on_qps", "not modelled"],
+    );
+    expect_error(
+        &roce.replace(
+            "[topology]",
+            "[fabric.rocev2]\nload_balancing = \"ecmp5\"\n[topology]",
+        ),
+        &["fabric.rocev2.load_balancing", "ecmp5", "spray"],
+    );
+    expect_error(
+        &roce.replace(
+            "[topology]",
+            "[fabric.rocev2]\nflowlet_gap = \"5us\"\n[topology]",
+        ),
+        &["fabric.rocev2.flowlet_gap", "flowlet"],
+    );
 }
 
 #[test]
@@ -734,6 +756,11 @@ fn validate_holds_every_case_and_reports_them() {
         for k in ["case", "unit", "source"] {
             assert!(c[k].is_string(), "{k} in {c}");
         }
+        let kind = c["reference_kind"].as_str().unwrap();
+        assert!(
+            ["measurement", "rule-of-thumb", "simulator"].contains(&kind),
+            "{c}"
+        );
         let (m, s, e) = (
             c["measured"].as_f64().unwrap(),
             c["simulated"].as_f64().unwrap(),
@@ -745,8 +772,23 @@ fn validate_holds_every_case_and_reports_them() {
             "{c}"
         );
     }
+    // The published side-by-side measurement's order: InfiniBand above RoCEv2 with plain
+    // ECMP on all-reduce.
+    let figure = |name: &str| {
+        let c = cases.iter().find(|c| c["case"] == name).expect(name);
+        (
+            c["measured"].as_f64().unwrap(),
+            c["simulated"].as_f64().unwrap(),
+        )
+    };
+    let (ib, roce) = (
+        figure("H20 8x8 all-reduce busbw, InfiniBand"),
+        figure("H20 8x8 all-reduce busbw, RoCEv2 plain ECMP"),
+    );
+    assert!(ib.0 > roce.0 && ib.1 > roce.1, "{ib:?} {roce:?}");
     let html = std::fs::read_to_string(report.join("validation.html")).unwrap();
     assert!(html.contains("id=\"plot-identity\"") && html.contains("<svg"));
+    assert!(html.contains("kind of reference"));
     assert!(report.join("validation.json").is_file());
 }
 

@@ -171,6 +171,14 @@ fn network_rows(c: &Comparison) -> Vec<Row> {
     if let (Some(x), Some(y)) = (a.cost.job_cost_usd, b.cost.job_cost_usd) {
         rows.push(("job cost (USD)".into(), x, y, true));
     }
+    if let (Some(x), Some(y)) = (&a.summary.link_load, &b.summary.link_load) {
+        rows.push((
+            "busiest switch link / mean".into(),
+            x.max_over_mean,
+            y.max_over_mean,
+            true,
+        ));
+    }
     rows
 }
 

@@ -70,6 +70,9 @@ pub struct Summary {
     /// Cycles of PFC-paused queues that formed while the PFC watchdog was on and were left
     /// to it to break (RoCEv2); the run went on.
     pub pfc_cycles: Vec<DeadlockSummary>,
+    /// How evenly the links between switches carried the run's bytes; null without such
+    /// links.
+    pub link_load: Option<LinkLoad>,
     /// Every collective, as nccl-tests reports it.
     pub collectives: Vec<CollectiveResult>,
     /// Every training job.
@@ -79,6 +82,38 @@ pub struct Summary {
     /// At flow level, where the result leaves the range calibrated against packet level.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub flow_level_notes: Vec<String>,
+}
+
+/// The load on the links between switches, where load balancing chooses: how many there
+/// are, the busiest one's bytes over their mean (1 when even), and how many carried
+/// nothing.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct LinkLoad {
+    pub links: usize,
+    pub max_over_mean: f64,
+    pub idle: usize,
+}
+
+impl LinkLoad {
+    /// The load over `ports`' links between switches; None without any, or with no byte
+    /// on them.
+    pub fn of(ports: &[fabricsim_fabric::report::PortResult]) -> Option<LinkLoad> {
+        let bytes: Vec<u64> = ports
+            .iter()
+            .filter(|p| p.between_switches)
+            .map(|p| p.tx_bytes)
+            .collect();
+        let total: u64 = bytes.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let mean = total as f64 / bytes.len() as f64;
+        Some(LinkLoad {
+            links: bytes.len(),
+            max_over_mean: *bytes.iter().max().expect("some") as f64 / mean,
+            idle: bytes.iter().filter(|&&b| b == 0).count(),
+        })
+    }
 }
 
 /// Messages sent along host data paths: mean end-to-end latency (first stage's start to
@@ -480,6 +515,7 @@ pub fn summary(scenario: &Scenario, out: &Outcome) -> Summary {
         buffer_overflows: r.buffer_overflows,
         stopped_by_time: r.stopped_by_time,
         watchdog_trips: r.watchdog_trips,
+        link_load: LinkLoad::of(&r.ports),
         collectives: collective_results(out),
         training: training_results(out),
         data_path: data_path_summary(out),

@@ -24,6 +24,8 @@ struct Entry {
     measured: f64,
     unit: String,
     source: String,
+    /// What kind of reference the figure is: one of [`REFERENCE_KINDS`].
+    reference_kind: String,
     /// What the scenario leaves out of the measured setup.
     missing: String,
     /// Run on this fabric instead of the file's.
@@ -38,6 +40,10 @@ struct Entry {
     known_miss: Option<String>,
     recorded: Option<f64>,
 }
+
+/// The kinds of reference a case compares with (SCENARIO.md v3): a measurement on real
+/// hardware, a vendor's or operator's rule of thumb, or another simulator's result.
+pub const REFERENCE_KINDS: [&str; 3] = ["measurement", "rule-of-thumb", "simulator"];
 
 #[derive(Deserialize)]
 struct CaseFile {
@@ -55,6 +61,8 @@ pub struct Comparison {
     pub error: f64,
     pub unit: String,
     pub source: String,
+    /// One of [`REFERENCE_KINDS`].
+    pub reference_kind: String,
     pub file: String,
     pub fabric: &'static str,
     pub missing: String,
@@ -170,6 +178,12 @@ pub fn run_case(file: &Path, catalog: &Catalog) -> Result<Vec<Comparison>, Strin
     let mut runs: Vec<(FabricKind, u64, Summary, runner::Outcome)> = Vec::new();
     let mut out = Vec::new();
     for e in entries {
+        if !REFERENCE_KINDS.contains(&e.reference_kind.as_str()) {
+            return Err(at(format!(
+                "validation case \"{}\": reference_kind = \"{}\": expected one of {REFERENCE_KINDS:?}",
+                e.case, e.reference_kind
+            )));
+        }
         let fabric = match e.fabric.as_deref() {
             None => scenario.fabric,
             Some("infiniband") => FabricKind::Infiniband,
@@ -213,6 +227,7 @@ pub fn run_case(file: &Path, catalog: &Catalog) -> Result<Vec<Comparison>, Strin
             error,
             unit: e.unit,
             source: e.source,
+            reference_kind: e.reference_kind,
             file: file
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -240,8 +255,8 @@ pub fn run_suite(dir: &Path, catalog: &Catalog) -> Result<Vec<Comparison>, Strin
 /// The table `fabricsim validate` prints.
 pub fn table(results: &[Comparison]) -> String {
     let mut s = format!(
-        "{:<44}{:>12}{:>12}{:>9}  {:<7}{}\n",
-        "case", "measured", "simulated", "error", "unit", "status"
+        "{:<44}{:>12}{:>12}{:>9}  {:<7}{:<15}{}\n",
+        "case", "reference", "simulated", "error", "unit", "kind", "status"
     );
     for r in results {
         let status = match (&r.known_miss, r.within) {
@@ -251,12 +266,13 @@ pub fn table(results: &[Comparison]) -> String {
         };
         let _ = writeln!(
             s,
-            "{:<44}{:>12.3}{:>12.3}{:>8.1}%  {:<7}{status}",
+            "{:<44}{:>12.3}{:>12.3}{:>8.1}%  {:<7}{:<15}{status}",
             r.case,
             r.measured,
             r.simulated,
             r.error * 100.0,
-            r.unit
+            r.unit,
+            r.reference_kind
         );
     }
     s.push_str("\nsources and what each scenario leaves out:\n");
@@ -279,17 +295,18 @@ pub fn write_report(dir: &Path, results: &[Comparison]) -> std::io::Result<()> {
         .collect();
     let svg = crate::report::identity_plot("Simulated against measured", &points);
     let mut h = String::from("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>fabricsim validation</title>\
-<style>body{font-family:'DejaVu Sans',sans-serif;margin:24px auto;max-width:1100px}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px;text-align:left}</style></head><body>\n<h1>fabricsim against published measurements</h1>\n<table><tr><th>case</th><th>measured</th><th>simulated</th><th>error</th><th>unit</th><th>status</th><th>source</th><th>not reproduced</th></tr>");
+<style>body{font-family:'DejaVu Sans',sans-serif;margin:24px auto;max-width:1100px}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px;text-align:left}</style></head><body>\n<h1>fabricsim against published measurements</h1>\n<table><tr><th>case</th><th>measured</th><th>simulated</th><th>error</th><th>unit</th><th>kind of reference</th><th>status</th><th>source</th><th>not reproduced</th></tr>");
     let esc = crate::report::esc;
     for r in results {
         let _ = write!(
             h,
-            "<tr><td>{}</td><td>{:.3}</td><td>{:.3}</td><td>{:+.1} %</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{:.3}</td><td>{:.3}</td><td>{:+.1} %</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&r.case),
             r.measured,
             r.simulated,
             r.error * 100.0,
             esc(&r.unit),
+            esc(&r.reference_kind),
             if r.within { "within tolerance".into() } else { esc(r.known_miss.as_deref().unwrap_or("MISS")) },
             esc(&r.source),
             esc(&r.missing)

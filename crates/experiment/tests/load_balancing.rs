@@ -5,6 +5,7 @@
 mod common;
 use common::scenario;
 use fabricsim_core::units::Time;
+use fabricsim_experiment::results::LinkLoad;
 use fabricsim_experiment::runner;
 use fabricsim_experiment::scenario::{Level, Scenario};
 use fabricsim_fabric::report::RunReport;
@@ -181,6 +182,16 @@ fn spraying_and_adaptive_routing_reach_the_bisection_bound() {
     assert!(
         completion(&ecmp).ps() > 2 * completion(&r).ps(),
         "ECMP collides where spraying does not"
+    );
+    // The results say so: the busiest link between switches over their mean.
+    let (even, hashed) = (
+        LinkLoad::of(&r.ports).unwrap(),
+        LinkLoad::of(&ecmp.ports).unwrap(),
+    );
+    assert_eq!(even.links, hashed.links);
+    assert!(
+        even.max_over_mean < 1.2 && hashed.max_over_mean > 1.5,
+        "spray {even:?}, ECMP {hashed:?}"
     );
 }
 

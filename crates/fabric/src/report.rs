@@ -50,6 +50,8 @@ pub struct PortResult {
     pub node: u32,
     pub port: u16,
     pub peer_node: u32,
+    /// A link from a switch to a switch (where load balancing chooses).
+    pub between_switches: bool,
     pub tx_bytes: u64,
     pub tx_packets: u64,
     /// Largest bytes queued for this egress at once (switch ports).
@@ -74,10 +76,18 @@ impl PortResult {
     /// Port `id` of `topo` with every counter at zero.
     pub fn new(topo: &Topology, id: PortId) -> Self {
         let spec = topo.port(id);
+        let peer = topo.port(spec.peer).node;
+        let switch = |n: fabricsim_core::units::NodeId| {
+            matches!(
+                topo.nodes()[n.index()],
+                fabricsim_core::topology::NodeKind::Switch { .. }
+            )
+        };
         PortResult {
             node: spec.node.0,
             port: spec.local,
-            peer_node: topo.port(spec.peer).node.0,
+            peer_node: peer.0,
+            between_switches: switch(spec.node) && switch(peer),
             tx_bytes: 0,
             tx_packets: 0,
             peak_queue_bytes: 0,
