@@ -457,3 +457,28 @@ fn where_nccls_model_picks_the_tree_packet_level_agrees() {
         .unwrap();
     assert!(tree < ring * 0.5, "tree {tree} ns, ring {ring} ns");
 }
+
+#[test]
+fn pxn_keeps_an_all_to_all_on_its_rails() {
+    // Two servers of four GPUs, rail-optimized: GPU g of each server on rail leaf g, the
+    // leaves joined by spines. With PXN a share for the other server's GPU on another
+    // rail goes over NVLink to the GPU on that rail first, so no byte crosses a spine;
+    // without it, a GPU's own NIC sends it across the spines.
+    for pxn in [true, false] {
+        let s = scenario(&format!(
+            "[nccl]\npxn = {pxn}\n[fabric]\nkind = \"infiniband\"\n[topology]\nkind = \"rail-optimized\"\nnodes = 2\ngpus_per_node = 4\nspines = 2\n[[traffic]]\nkind = \"collective\"\nop = \"all-to-all\"\nsize = \"1MiB\"\n"
+        ));
+        let r = runner::run(&s, None, false).unwrap().report;
+        assert!(r.flows.iter().all(|f| f.finish.is_some()));
+        // Packets, not bytes: the links' periodic credit updates cross the spines anyway.
+        let across: u64 = (r.ports.iter())
+            .filter(|p| p.between_switches)
+            .map(|p| p.tx_packets)
+            .sum();
+        assert_eq!(
+            across == 0,
+            pxn,
+            "pxn = {pxn}: {across} packets between switches"
+        );
+    }
+}

@@ -118,7 +118,7 @@ fn a_training_job_is_the_same_on_two_threads() {
 /// `s`'s ceiling on events per window (see `events_per_window_ceiling`).
 fn ceiling(s: &Scenario) -> Option<f64> {
     let topo = s.build_topology().expect("the topology builds");
-    let workload = build_with(&s.traffic, s.seed, false, 1);
+    let workload = build_with(&s.traffic, s.seed, false, Default::default());
     events_per_window_ceiling(&s.roce, &topo, &workload)
 }
 

@@ -332,7 +332,8 @@ fn an_mtu_beyond_what_the_model_takes_is_an_error_not_a_truncation() {
         mtu: 1 << 16,
         ..s.roce.clone()
     };
-    let msgs = fabricsim_fabric::workload::build_with(&s.traffic, s.seed, false, 1);
+    let msgs =
+        fabricsim_fabric::workload::build_with(&s.traffic, s.seed, false, Default::default());
     let err =
         fabricsim_fabric::rocev2::Simulation::new(cfg, s.build_topology().unwrap(), &msgs, None)
             .err()

@@ -12,7 +12,7 @@ use super::ScenarioError;
 use fabricsim_core::units::{BitRate, HostId};
 use fabricsim_fabric::workload::collective::by_server;
 use fabricsim_fabric::workload::tuner::{TunedAlgorithm, TunerInput};
-use fabricsim_fabric::workload::CollectiveAlgorithm;
+use fabricsim_fabric::workload::{CollectiveAlgorithm, Connections};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -41,6 +41,16 @@ pub struct NcclSettings {
     pub split_data_on_qps: bool,
     /// PXN (NCCL_PXN_DISABLE = 0, NCCL's default since 2.12).
     pub pxn: bool,
+}
+
+impl NcclSettings {
+    /// How collectives connect.
+    pub fn connections(&self) -> Connections {
+        Connections {
+            qps_per_connection: self.qps_per_connection,
+            pxn: self.pxn,
+        }
+    }
 }
 
 impl Default for NcclSettings {

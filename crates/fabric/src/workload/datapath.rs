@@ -445,6 +445,6 @@ pub fn apply(w: &mut Workload, h: &HostConfig, hosts: u32, gpus_per_node: u32) {
         .collect();
     w.data_paths = pathed;
     w.compact = old.compact;
-    w.qps_per_connection = old.qps_per_connection;
+    w.connections = old.connections;
     w.message_interval = h.message_interval;
 }

@@ -234,11 +234,10 @@ pub struct Workload {
     pub message_interval: Option<Time>,
     /// The queue pair each message is sent on, by index.
     pub qp: Vec<QueuePair>,
-    /// QPs per collective connection (NCCL_IB_QPS_PER_CONNECTION), used round-robin
-    /// message by message (NCCL_IB_SPLIT_DATA_ON_QPS = 0).
-    pub qps_per_connection: u16,
+    /// How collectives connect (NCCL's QPs per connection and PXN).
+    pub connections: Connections,
     /// Messages sent so far on each collective connection: the next one's QP is this
-    /// count modulo `qps_per_connection`. Looked up, never iterated.
+    /// count modulo the QPs per connection. Looked up, never iterated.
     sent_on: std::collections::HashMap<u32, u32>,
 }
 
@@ -262,7 +261,7 @@ impl Workload {
         after: Vec<Dep>,
         follows: Option<u32>,
     ) -> u32 {
-        let of = self.qps_per_connection.max(1);
+        let of = self.connections.qps_per_connection.max(1);
         let sent = self.sent_on.entry(connection).or_insert(0);
         let index = (*sent % u32::from(of)) as u16;
         *sent += 1;
@@ -276,23 +275,45 @@ impl Workload {
     }
 }
 
+/// How collectives connect, as NCCL does (docs/REFERENCE.md section 10).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Connections {
+    /// QPs per connection (NCCL_IB_QPS_PER_CONNECTION), taken in turn message by message
+    /// (NCCL_IB_SPLIT_DATA_ON_QPS = 0).
+    pub qps_per_connection: u16,
+    /// PXN (NCCL_PXN_DISABLE = 0): all-to-all data for a GPU of another server and
+    /// another rail goes first over NVLink to the GPU of its own server on the
+    /// receiver's rail, which sends it from its NIC.
+    pub pxn: bool,
+}
+
+impl Default for Connections {
+    /// NCCL's defaults: one QP per connection, PXN on.
+    fn default() -> Self {
+        Connections {
+            qps_per_connection: 1,
+            pxn: true,
+        }
+    }
+}
+
 /// Expands traffic entries into a workload, in entry order, one message per step and
-/// piece of every collective (packet level), each collective connection on one QP.
+/// piece of every collective (packet level), connected as NCCL does by default.
 pub fn build(traffic: &[Traffic], seed: u64) -> Workload {
-    build_with(traffic, seed, false, 1)
+    build_with(traffic, seed, false, Connections::default())
 }
 
 /// As [`build`], with collectives expanded compactly (flow level) if `compact`, and
-/// `qps_per_connection` QPs on each collective connection.
+/// connected as `connections` says.
 pub fn build_with(
     traffic: &[Traffic],
     seed: u64,
     compact: bool,
-    qps_per_connection: u16,
+    connections: Connections,
 ) -> Workload {
     let mut w = Workload {
         compact,
-        qps_per_connection,
+        connections,
         ..Workload::default()
     };
     for (i, t) in traffic.iter().enumerate() {

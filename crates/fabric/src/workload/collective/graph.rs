@@ -297,13 +297,24 @@ impl Graph<'_> {
         }
     }
 
-    /// Every rank sends its `bytes / n` share to every other rank at once.
+    /// Every rank sends its `bytes / n` share to every other rank at once. With PXN on
+    /// servers of `group` ranks, a share for another server's GPU on another rail goes
+    /// first over NVLink to the sender's server's GPU on that rail, which sends it on from
+    /// its own NIC when it has come in.
     pub(super) fn all_to_all(&mut self, bytes: u64) {
-        let n = self.n();
+        let (n, g) = (self.n(), self.c.group as usize);
+        let pxn = self.w.connections.pxn && g > 1 && n.is_multiple_of(g);
         for r in 0..n {
             for d in 1..n {
                 let to = (r + d) % n;
-                self.send(r, to, share(bytes, n as u64, to as u64), Vec::new(), None);
+                let size = share(bytes, n as u64, to as u64);
+                let relay = r - r % g + to % g;
+                if pxn && r / g != to / g && relay != r {
+                    let hop = self.send(r, relay, size, Vec::new(), None);
+                    self.send(relay, to, size, vec![hop], None);
+                } else {
+                    self.send(r, to, size, Vec::new(), None);
+                }
             }
         }
     }
