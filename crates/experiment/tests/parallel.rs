@@ -67,6 +67,19 @@ fn a_fat_tree_with_ecn_marks_and_pfc_is_the_same_on_any_number_of_threads() {
 }
 
 #[test]
+fn every_ethernet_load_balancing_is_the_same_on_any_number_of_threads() {
+    // Adaptive routing and flowlets choose on arrival from the switch's own queues and
+    // table, which its part holds; spraying draws per packet; all place or NAK alike.
+    for lb in ["flowlet", "adaptive", "spray"] {
+        let s = scenario(&format!(
+            "seed = 5\n[fabric]\nkind = \"rocev2\"\n[fabric.rocev2]\nload_balancing = \"{lb}\"\n[topology]\nkind = \"fat-tree\"\nk = 4\n[[traffic]]\nkind = \"permutation\"\nsize = \"1MiB\"\n"
+        ));
+        let r = same_on(&s, &[2, 3]);
+        assert!(r.flows.iter().all(|f| f.finish.is_some()), "{lb}");
+    }
+}
+
+#[test]
 fn an_incast_on_one_switch_with_pfc_is_the_same_on_two_threads() {
     let r = same_on(&example_on_roce("rocev2-incast-pfc.toml"), &[2, 3]);
     assert!(r.pfc_pause_frames > 0);
