@@ -365,7 +365,7 @@ fn calibration_suite_matches_its_record_and_ring_and_latency_bound_cases_stay_wi
     // Per-QP ECMP puts each ring connection on one spine at both levels: on InfiniBand
     // (static routes) they agree within 5 %. On RoCEv2 flow level misses DCQCN's cuts of
     // the ring's on-off senders (-14.5 % when recorded; without DCQCN the two agree, see
-    // `a_ring_across_leaves_takes_the_same_spines_at_both_levels`).
+    // `a_ring_across_leaves_takes_its_qps_spines_at_both_levels`).
     let ring = rows
         .iter()
         .find(|r| r.case == "ring-beside-permutation" && r.fabric == "infiniband")
@@ -530,32 +530,13 @@ fn messages_arriving_at_a_loaded_rocev2_port_wait_behind_its_queue_as_at_packet_
 }
 
 #[test]
-fn a_ring_across_leaves_takes_the_same_spines_at_both_levels() {
-    // examples/calibration/ring-beside-permutation.toml without DCQCN: every ring
-    // connection (one QP) hashed onto one spine for the collective's life, the same at
-    // both levels, beside a permutation. The ring's time is its most loaded uplink's.
-    let text =
-        std::fs::read_to_string(calibrate::default_suite().join("ring-beside-permutation.toml"))
-            .unwrap()
-            .replace(
-                "kind = \"rocev2\"\n",
-                "kind = \"rocev2\"\n[fabric.rocev2]\ncongestion_control = \"none\"\n",
-            );
-    let s = scenario(&text);
-    assert!(s.roce.dcqcn.is_none(), "DCQCN off");
-    let (flow, packet, err) = collective_at_both_levels(&s);
-    assert!(
-        err.abs() < 0.05,
-        "flow {flow} ns vs packet {packet} ns ({:+.1} %)",
-        err * 100.0
-    );
-}
-
-#[test]
-fn more_qps_per_connection_spread_a_ring_over_the_spines_at_both_levels() {
-    // The ring beside a permutation, without DCQCN, with NCCL_IB_QPS_PER_CONNECTION = 1
-    // and 4: the ring's pieces take their connection's QPs in turn, each QP hashed on
-    // its own, so four spread a connection's bytes over more spines and the ring is
+fn a_ring_across_leaves_takes_its_qps_spines_at_both_levels() {
+    // examples/calibration/ring-beside-permutation.toml without DCQCN, with
+    // NCCL_IB_QPS_PER_CONNECTION = 1 and 4. With one, every ring connection is hashed
+    // onto one spine for the collective's life, the same at both levels, and the ring's
+    // time is its most loaded uplink's. Its pieces take their connection's QPs in turn,
+    // each QP hashed on its own, so four spread a connection's bytes over more spines
+    // and the ring is
     // faster (Meta reports up to +40 % all-reduce from more QPs, SIGCOMM 2024); flow
     // level splits each edge's bytes over its QPs' paths and agrees within 5 %.
     let base =
