@@ -60,6 +60,9 @@ pub struct Summary {
     pub credit_stall_ns: u64,
     pub peak_queue_bytes: u64,
     pub peak_packets_in_flight: u64,
+    /// The most packets a receiver held beyond its in-order prefix (RoCEv2 adaptive
+    /// routing or spraying: what out-of-order placement must track).
+    pub peak_reorder_packets: u64,
     pub duplicates: u64,
     pub buffer_overflows: u64,
     pub stopped_by_time: bool,
@@ -511,6 +514,7 @@ pub fn summary(scenario: &Scenario, out: &Outcome) -> Summary {
             .max()
             .unwrap_or(0),
         peak_packets_in_flight: r.peak_packets_in_flight,
+        peak_reorder_packets: r.peak_reorder_packets,
         duplicates: r.duplicates,
         buffer_overflows: r.buffer_overflows,
         stopped_by_time: r.stopped_by_time,

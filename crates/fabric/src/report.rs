@@ -118,6 +118,10 @@ pub struct RunReport {
     pub duplicates: u64,
     pub buffer_overflows: u64,
     pub peak_packets_in_flight: u64,
+    /// The most packets a receiver held beyond its in-order prefix (RoCEv2 under
+    /// adaptive routing or spraying, whose NICs place out of order): what its bitmap must
+    /// track; 0 where packets arrive in order or are discarded out of order.
+    pub peak_reorder_packets: u64,
     pub stopped_by_time: bool,
     pub pfc_pause_frames: u64,
     pub naks: u64,

@@ -212,6 +212,7 @@ impl<E, F, C> RunState<E, F, C> {
             duplicates: 0,
             buffer_overflows: 0,
             peak_packets_in_flight: 0,
+            peak_reorder_packets: 0,
             stopped_by_time: self.stopped_by_time,
             pfc_pause_frames: 0,
             naks: 0,

@@ -103,6 +103,10 @@ impl Simulation {
             congestion_marks: self.ports.iter().map(|p| p.ecn_marks).sum(),
             congestion_notifications: self.cnps,
             peak_packets_in_flight: self.in_flight.peak,
+            peak_reorder_packets: (self.state.flows.iter())
+                .map(|f| f.receiver.peak_ahead() as u64)
+                .max()
+                .unwrap_or(0),
             pfc_pause_frames: self.ports.iter().map(|p| p.pause_frames).sum(),
             naks: self.naks,
             timeouts: self.timeouts,
