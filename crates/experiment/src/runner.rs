@@ -609,8 +609,8 @@ fn flow_config(scenario: &Scenario) -> FlowConfig {
                 rx_latency: r.nic_rx_latency,
                 switch_latency: r.switch_latency,
                 routing: match r.load_balancing {
-                    // A QP's packets stream back to back: a flowlet rarely ends within
-                    // a message, so its path is its hash's, as under ECMP.
+                    // Flowlets are not modelled here (`flow_unmodelled` says so; `auto`
+                    // warns): each QP keeps its hashed path, as under ECMP.
                     LoadBalancing::Ecmp | LoadBalancing::Flowlet { .. } => FlowRouting::Ecmp {
                         seed: scenario.seed,
                     },

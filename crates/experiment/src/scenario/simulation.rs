@@ -7,6 +7,7 @@
 use super::reader::{invalid, Ctx, Field};
 use super::{Scenario, ScenarioError};
 use fabricsim_core::units::Time;
+use fabricsim_fabric::rocev2::LoadBalancing;
 use serde::Deserialize;
 use std::fmt::Write as _;
 use toml::Spanned;
@@ -108,7 +109,10 @@ pub(super) fn flow_refusal(s: &Scenario) -> Option<String> {
 /// (flows share a port fairly whatever their VL).
 pub fn flow_unmodelled(s: &Scenario) -> Option<String> {
     use super::FabricKind;
-    if s.fabric != FabricKind::Infiniband {
+    if s.fabric == FabricKind::Rocev2 {
+        if let LoadBalancing::Flowlet { .. } = s.roce.load_balancing {
+            return Some("fabric.rocev2.load_balancing = \"flowlet\": flowlets are not modelled at flow level (it keeps each QP's ECMP path; a ring beside a permutation measured +60 % against packet level, BENCHMARKS.md)".into());
+        }
         return None;
     }
     let ib = &s.ib;
