@@ -205,6 +205,18 @@ fn spraying_and_adaptive_routing_reach_the_bisection_bound() {
 }
 
 #[test]
+fn flow_level_refuses_flowlets_it_does_not_model() {
+    let err = one_way(1, "flowlet")
+        .set_level(Level::Flow)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("flowlet") && err.contains("not modelled"),
+        "{err}"
+    );
+}
+
+#[test]
 fn both_levels_put_each_qp_on_the_same_spine() {
     for (seed, lb) in [(3, "ecmp"), (4, "ecmp"), (3, "spray"), (3, "adaptive")] {
         let mut s = one_way(seed, lb);
