@@ -243,3 +243,15 @@ fn both_levels_put_each_qp_on_the_same_spine() {
         );
     }
 }
+
+#[test]
+fn the_effective_configuration_keeps_load_balancing_and_connections() {
+    // `check` prints a scenario that loads back to the same settings.
+    let text = "[nccl]\nqps_per_connection = 4\npxn = false\n[fabric]\nkind = \"rocev2\"\n[fabric.rocev2]\nload_balancing = \"flowlet\"\nflowlet_gap = \"3us\"\n[topology]\nhosts = 4\n";
+    let s = scenario(text);
+    let again = scenario(&s.effective_toml());
+    assert_eq!(again.roce.load_balancing, s.roce.load_balancing);
+    assert_eq!(again.nccl.connections(), s.nccl.connections());
+    assert_eq!(s.nccl.connections().qps_per_connection, 4);
+    assert!(!s.nccl.pxn);
+}

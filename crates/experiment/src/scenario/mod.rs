@@ -346,6 +346,7 @@ impl Scenario {
                 let _ = writeln!(s, "# {c}");
             }
         }
+        nccl::write_toml(&self.nccl, &mut s);
         traffic::write_toml(&self.traffic, self.host_count(), &mut s);
         if let Some(h) = &self.host {
             host::write_toml(h, &mut s);

@@ -14,6 +14,7 @@ use fabricsim_fabric::workload::collective::by_server;
 use fabricsim_fabric::workload::tuner::{TunedAlgorithm, TunerInput};
 use fabricsim_fabric::workload::{CollectiveAlgorithm, Connections};
 use serde::Deserialize;
+use std::fmt::Write as _;
 use toml::Spanned;
 
 #[derive(Deserialize, Default)]
@@ -103,6 +104,21 @@ pub(super) fn parse(c: &Ctx, f: Option<&FileNccl>) -> Result<NcclSettings, Scena
         split_data_on_qps,
         pxn: f.pxn.unwrap_or(true),
     })
+}
+
+/// `[nccl]`'s connection keys where they differ from NCCL's defaults (the entries carry
+/// their algorithms and channels, so the rest need not be written).
+pub(super) fn write_toml(n: &NcclSettings, s: &mut String) {
+    let d = NcclSettings::default();
+    if (n.qps_per_connection, n.split_data_on_qps, n.pxn)
+        != (d.qps_per_connection, d.split_data_on_qps, d.pxn)
+    {
+        let _ = writeln!(
+            s,
+            "\n[nccl]\nqps_per_connection = {}\nsplit_data_on_qps = {}\npxn = {}",
+            n.qps_per_connection, n.split_data_on_qps, n.pxn
+        );
+    }
 }
 
 /// `[nccl] algorithm`: "auto" unless given.
