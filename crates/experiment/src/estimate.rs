@@ -157,7 +157,7 @@ fn count_work(scenario: &Scenario, topo: &Topology, mtu: u64) -> Result<Work, St
         &scenario.traffic,
         scenario.seed,
         true,
-        scenario.nccl.connections(),
+        scenario.nccl.connections,
     );
     let routes = Routes::minimal(topo)?;
     let per_link = match scenario.fabric {

@@ -96,7 +96,7 @@ pub fn run_threaded(
         &scenario.traffic,
         scenario.seed,
         flow_level,
-        scenario.nccl.connections(),
+        scenario.nccl.connections,
     );
     if workload.messages.is_empty() {
         return Err(format!(

@@ -551,7 +551,7 @@ fn a_ring_across_leaves_takes_its_qps_spines_at_both_levels() {
             "[fabric]",
             &format!("[nccl]\nalgorithm = \"ring\"\nqps_per_connection = {qps}\n[fabric]"),
         ));
-        assert_eq!(s.nccl.qps_per_connection, qps as u16);
+        assert_eq!(s.nccl.connections.qps_per_connection, qps as u16);
         let (flow, packet, err) = collective_at_both_levels(&s);
         assert!(
             err.abs() < 0.05,

@@ -251,7 +251,7 @@ fn the_effective_configuration_keeps_load_balancing_and_connections() {
     let s = scenario(text);
     let again = scenario(&s.effective_toml());
     assert_eq!(again.roce.load_balancing, s.roce.load_balancing);
-    assert_eq!(again.nccl.connections(), s.nccl.connections());
-    assert_eq!(s.nccl.connections().qps_per_connection, 4);
-    assert!(!s.nccl.pxn);
+    assert_eq!(again.nccl.connections, s.nccl.connections);
+    assert_eq!(s.nccl.connections.qps_per_connection, 4);
+    assert!(!s.nccl.connections.pxn);
 }

@@ -28,42 +28,17 @@ pub(super) struct FileNccl {
 }
 
 /// `[nccl]`, every default filled in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NcclSettings {
     /// For all-reduces that name none; None without `[nccl]` (the v1 defaults).
     pub algorithm: Option<NcclAlgorithm>,
     /// Channels of collectives that give none (NCCL_MIN/MAX_NCHANNELS); None: the
     /// entries' own defaults (NCCL's is platform dependent).
     pub channels: Option<u32>,
-    /// QPs per connection (NCCL_IB_QPS_PER_CONNECTION, default 1 since 2.10).
-    pub qps_per_connection: u16,
-    /// Each message split evenly over the QPs (NCCL_IB_SPLIT_DATA_ON_QPS = 1) rather than
-    /// the QPs taken in turn message by message (0, NCCL's default since 2.20).
-    pub split_data_on_qps: bool,
-    /// PXN (NCCL_PXN_DISABLE = 0, NCCL's default since 2.12).
-    pub pxn: bool,
-}
-
-impl NcclSettings {
-    /// How collectives connect.
-    pub fn connections(&self) -> Connections {
-        Connections {
-            qps_per_connection: self.qps_per_connection,
-            pxn: self.pxn,
-        }
-    }
-}
-
-impl Default for NcclSettings {
-    fn default() -> Self {
-        NcclSettings {
-            algorithm: None,
-            channels: None,
-            qps_per_connection: 1,
-            split_data_on_qps: false,
-            pxn: true,
-        }
-    }
+    /// QPs per connection (NCCL_IB_QPS_PER_CONNECTION) and PXN (NCCL_PXN_DISABLE), NCCL's
+    /// defaults unless given. The QPs are taken in turn, message by message
+    /// (NCCL_IB_SPLIT_DATA_ON_QPS = 0, its default since 2.20; split mode is refused).
+    pub connections: Connections,
 }
 
 /// `[nccl] algorithm`.
@@ -87,8 +62,8 @@ pub(super) fn parse(c: &Ctx, f: Option<&FileNccl>) -> Result<NcclSettings, Scena
     let Some(f) = f else {
         return Ok(NcclSettings::default());
     };
-    let split_data_on_qps = f.split_data_on_qps.unwrap_or(false);
-    if split_data_on_qps {
+    let d = Connections::default();
+    if f.split_data_on_qps == Some(true) {
         return Err(invalid(
             "nccl.split_data_on_qps = true: split mode (each message cut over every QP) is not modelled; NCCL's default since 2.20 is false, the QPs taken in turn".into(),
         ));
@@ -98,25 +73,24 @@ pub(super) fn parse(c: &Ctx, f: Option<&FileNccl>) -> Result<NcclSettings, Scena
         channels: c
             .count("nccl.channels", &f.channels, 1, 64)?
             .map(|n| n as u32),
-        qps_per_connection: c
-            .count("nccl.qps_per_connection", &f.qps_per_connection, 1, 128)?
-            .unwrap_or(1) as u16,
-        split_data_on_qps,
-        pxn: f.pxn.unwrap_or(true),
+        connections: Connections {
+            qps_per_connection: c
+                .count("nccl.qps_per_connection", &f.qps_per_connection, 1, 128)?
+                .map_or(d.qps_per_connection, |n| n as u16),
+            pxn: f.pxn.unwrap_or(d.pxn),
+        },
     })
 }
 
 /// `[nccl]`'s connection keys where they differ from NCCL's defaults (the entries carry
 /// their algorithms and channels, so the rest need not be written).
 pub(super) fn write_toml(n: &NcclSettings, s: &mut String) {
-    let d = NcclSettings::default();
-    if (n.qps_per_connection, n.split_data_on_qps, n.pxn)
-        != (d.qps_per_connection, d.split_data_on_qps, d.pxn)
-    {
+    let c = n.connections;
+    if c != Connections::default() {
         let _ = writeln!(
             s,
-            "\n[nccl]\nqps_per_connection = {}\nsplit_data_on_qps = {}\npxn = {}",
-            n.qps_per_connection, n.split_data_on_qps, n.pxn
+            "\n[nccl]\nqps_per_connection = {}\nsplit_data_on_qps = false\npxn = {}",
+            c.qps_per_connection, c.pxn
         );
     }
 }

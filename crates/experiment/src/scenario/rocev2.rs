@@ -277,13 +277,9 @@ pub(super) fn write_toml(r: &RoceConfig, link_rate: BitRate, s: &mut String) {
         r.nic_tx_latency,
         r.nic_rx_latency
     );
-    match r.load_balancing {
-        LoadBalancing::Ecmp => s.push_str("load_balancing = \"ecmp\"\n"),
-        LoadBalancing::Flowlet { gap } => {
-            let _ = writeln!(s, "load_balancing = \"flowlet\"\nflowlet_gap = \"{gap}\"");
-        }
-        LoadBalancing::Adaptive => s.push_str("load_balancing = \"adaptive\"\n"),
-        LoadBalancing::Spray => s.push_str("load_balancing = \"spray\"\n"),
+    let _ = writeln!(s, "load_balancing = \"{}\"", r.load_balancing.name());
+    if let LoadBalancing::Flowlet { gap } = r.load_balancing {
+        let _ = writeln!(s, "flowlet_gap = \"{gap}\"");
     }
     if r.pfc {
         let _ = writeln!(

@@ -83,6 +83,16 @@ impl LoadBalancing {
     /// The names of `fabric.rocev2.load_balancing`.
     pub const NAMES: [&'static str; 4] = ["ecmp", "flowlet", "adaptive", "spray"];
 
+    /// Its name in `fabric.rocev2.load_balancing`.
+    pub fn name(self) -> &'static str {
+        match self {
+            LoadBalancing::Ecmp => Self::NAMES[0],
+            LoadBalancing::Flowlet { .. } => Self::NAMES[1],
+            LoadBalancing::Adaptive => Self::NAMES[2],
+            LoadBalancing::Spray => Self::NAMES[3],
+        }
+    }
+
     /// Whether the receiving NIC places packets out of order (a bitmap of the message's
     /// packets, ACKs for the in-order prefix) rather than discarding them.
     pub fn places_out_of_order(self) -> bool {

@@ -160,7 +160,7 @@ impl Simulation {
     /// The egress of switch `node` for `pkt` arriving now, `hashed` being ECMP's choice:
     /// adaptive routing takes the candidate with the fewest bytes queued; flowlet
     /// switching the flowlet's port, or for a new flowlet the least queued candidate.
-    /// Replies, and data under ECMP or spraying, keep `hashed`.
+    /// Replies keep `hashed`. Called only where the load balancing decides on arrival.
     pub(super) fn rebalance(
         &mut self,
         node: NodeId,
@@ -169,7 +169,7 @@ impl Simulation {
         now: Time,
     ) -> PortId {
         let lb = self.cfg.load_balancing;
-        if pkt.kind != Kind::Data || !lb.decides_on_arrival() {
+        if pkt.kind != Kind::Data {
             return hashed;
         }
         let cands = self.routes.candidates(node, HostId(pkt.dst));

@@ -20,8 +20,8 @@ pub(super) struct Graph<'a> {
     pub(super) c: &'a Collective,
     pub(super) w: &'a mut Workload,
     /// A mix of the channel and the communicator's ranks: what its connections' ids
-    /// start from.
-    channel: u64,
+    /// are mixed from.
+    connection_seed: u64,
 }
 
 impl<'a> Graph<'a> {
@@ -31,7 +31,11 @@ impl<'a> Graph<'a> {
         for r in &c.ranks {
             x = (x ^ u64::from(r.0)).wrapping_mul(0x100_0000_01B3);
         }
-        Graph { c, w, channel: x }
+        Graph {
+            c,
+            w,
+            connection_seed: x,
+        }
     }
 }
 
@@ -76,7 +80,7 @@ impl Graph<'_> {
     /// peer of the communicator (its ranks), as NCCL opens them.
     fn connection(&self, from: usize, to: usize) -> u32 {
         let pair = (u64::from(self.c.ranks[from].0) << 32) | u64::from(self.c.ranks[to].0);
-        let x = (self.channel ^ pair.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        let x = (self.connection_seed ^ pair.wrapping_mul(0x9E37_79B9_7F4A_7C15))
             .wrapping_mul(0xBF58_476D_1CE4_E5B9);
         (x ^ (x >> 31)) as u32
     }
