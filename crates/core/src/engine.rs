@@ -15,6 +15,9 @@
 //! Events beyond the wheel's span wait in a binary heap and move onto the wheel as soon
 //! as their bucket comes into the span, before any event can be scheduled straight into
 //! that bucket. The queue is generic over the event type; the fabric owns the event enum.
+//! Events that move (a fluid flow's drain, whose time changes at every re-share) are kept
+//! apart, one per key, in an indexed heap ([`EventQueue::schedule_keyed`]): moving one
+//! leaves nothing stale behind, and they leave in the same (time, tie) order as the rest.
 
 use crate::units::Time;
 use std::cmp::Reverse;
@@ -68,6 +71,8 @@ pub struct EventQueue<E> {
     /// Lists only grow at their head until drained, so the walk stays on live nodes;
     /// draining a bucket restarts it.
     walk: u32,
+    /// Events scheduled by key ([`schedule_keyed`](Self::schedule_keyed)).
+    keyed: Keyed<E>,
     /// The next tie [`schedule`](Self::schedule) gives.
     seq: u64,
     now: Time,
@@ -95,6 +100,7 @@ impl<E> EventQueue<E> {
             far: BinaryHeap::new(),
             walking: false,
             walk: NIL,
+            keyed: Keyed::default(),
             seq: 0,
             now: Time::ZERO,
             now_tie: 0,
@@ -127,7 +133,7 @@ impl<E> EventQueue<E> {
     }
 
     pub fn len(&self) -> usize {
-        self.on_wheel + self.far.len()
+        self.on_wheel + self.far.len() + self.keyed.heap.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -141,6 +147,21 @@ impl<E> EventQueue<E> {
         let tie = self.seq;
         self.seq += 1;
         self.schedule_tied(time, tie, event);
+    }
+
+    /// Schedules `event` at `time` as `key`'s one pending keyed event, replacing the one
+    /// it had (which then never leaves); its tie is the counter's, as with
+    /// [`schedule`](Self::schedule). For events a model moves often: a moved event costs
+    /// O(log n) of the keyed events pending and leaves nothing stale.
+    pub fn schedule_keyed(&mut self, key: u32, time: Time, event: E) {
+        assert!(
+            time >= self.now,
+            "event scheduled in the past: {time} < now {}",
+            self.now
+        );
+        let tie = self.seq;
+        self.seq += 1;
+        self.keyed.set(key, time, tie, event);
     }
 
     /// Schedules `event` at `time` with the caller's `tie`: same-time events leave in
@@ -288,10 +309,16 @@ impl<E> EventQueue<E> {
 
     /// The time of the next event, if any.
     pub fn peek_time(&mut self) -> Option<Time> {
-        if !self.settle() {
-            return None;
+        let keyed = self.keyed.peek().map(|(t, _)| t);
+        let wheel = if self.settle() {
+            self.current.last().map(|&(t, _, _)| t)
+        } else {
+            None
+        };
+        match (wheel, keyed) {
+            (Some(w), Some(k)) => Some(w.min(k)),
+            (w, k) => w.or(k),
         }
-        self.current.last().map(|&(t, _, _)| t)
     }
 
     /// The event `ahead` places after the next one to pop (0: the next), if it is already
@@ -312,10 +339,23 @@ impl<E> EventQueue<E> {
     /// Removes the earliest event if it is due at or before `limit`, advancing `now` to
     /// its time; leaves the queue untouched otherwise.
     pub fn pop_until(&mut self, limit: Time) -> Option<(Time, E)> {
-        if !self.settle() {
-            return None;
+        let wheel = if self.settle() {
+            self.current.last().copied()
+        } else {
+            None
+        };
+        if let Some((time, tie)) = self.keyed.peek() {
+            if wheel.is_none_or(|(t, k, _)| (time, tie) < (t, k)) {
+                if time > limit {
+                    return None;
+                }
+                self.now = time;
+                self.now_tie = tie;
+                self.popped += 1;
+                return Some((time, self.keyed.pop()));
+            }
         }
-        let &(time, tie, node) = self.current.last().expect("settled on a non-empty bucket");
+        let (time, tie, node) = wheel?;
         if time > limit {
             return None;
         }
@@ -354,6 +394,116 @@ impl<E> EventQueue<E> {
             crate::prefetch::prefetch(&self.nodes[next as usize]);
         }
         self.walk = next;
+    }
+}
+
+/// The keyed events: a binary min-heap on (time, tie) that knows each key's place in it.
+struct Keyed<E> {
+    heap: Vec<KeyedEvent<E>>,
+    /// Each key's index in `heap`, or NIL.
+    place: Vec<u32>,
+}
+
+struct KeyedEvent<E> {
+    time: Time,
+    tie: u64,
+    key: u32,
+    event: E,
+}
+
+impl<E> Default for Keyed<E> {
+    fn default() -> Self {
+        Keyed {
+            heap: Vec::new(),
+            place: Vec::new(),
+        }
+    }
+}
+
+impl<E> Keyed<E> {
+    fn peek(&self) -> Option<(Time, u64)> {
+        self.heap.first().map(|e| (e.time, e.tie))
+    }
+
+    /// Sets `key`'s event, in place of the one it had.
+    fn set(&mut self, key: u32, time: Time, tie: u64, event: E) {
+        let k = key as usize;
+        if self.place.len() <= k {
+            self.place.resize(k + 1, NIL);
+        }
+        let entry = KeyedEvent {
+            time,
+            tie,
+            key,
+            event,
+        };
+        match self.place[k] {
+            NIL => {
+                self.heap.push(entry);
+                let at = self.heap.len() - 1;
+                self.place[k] = at as u32;
+                self.sift_up(at);
+            }
+            at => {
+                self.heap[at as usize] = entry;
+                let at = self.sift_up(at as usize);
+                self.sift_down(at);
+            }
+        }
+    }
+
+    /// Removes the earliest (the heap must hold one).
+    fn pop(&mut self) -> E {
+        let last = self.heap.len() - 1;
+        self.swap(0, last);
+        let out = self.heap.pop().expect("a keyed event is pending");
+        self.place[out.key as usize] = NIL;
+        if !self.heap.is_empty() {
+            self.sift_down(0);
+        }
+        out.event
+    }
+
+    fn before(&self, a: usize, b: usize) -> bool {
+        let (x, y) = (&self.heap[a], &self.heap[b]);
+        (x.time, x.tie) < (y.time, y.tie)
+    }
+
+    fn swap(&mut self, a: usize, b: usize) {
+        self.heap.swap(a, b);
+        self.place[self.heap[a].key as usize] = a as u32;
+        self.place[self.heap[b].key as usize] = b as u32;
+    }
+
+    /// Moves the entry at `at` up while it comes before its parent; returns where it is.
+    fn sift_up(&mut self, mut at: usize) -> usize {
+        while at > 0 {
+            let parent = (at - 1) / 2;
+            if !self.before(at, parent) {
+                break;
+            }
+            self.swap(at, parent);
+            at = parent;
+        }
+        at
+    }
+
+    fn sift_down(&mut self, mut at: usize) {
+        loop {
+            let (l, r) = (2 * at + 1, 2 * at + 2);
+            let mut first = at;
+            if l < self.heap.len() && self.before(l, first) {
+                first = l;
+            }
+            if r < self.heap.len() && self.before(r, first) {
+                first = r;
+            }
+            if first == at {
+                return;
+            }
+            self.swap(at, first);
+            at = first;
+        }
     }
 }
 
@@ -422,6 +572,43 @@ mod tests {
             keyed.sort();
             prop_assert_eq!(&a, &keyed);
             prop_assert_eq!(b, keyed);
+        }
+
+        /// Keyed events moved at random among plain ones leave as if each move had
+        /// scheduled a new event and the one it replaced had been taken out: by (time,
+        /// insertion), the replaced ones never.
+        #[test]
+        fn keyed_events_move_without_leaving_stale_ones(ops in proptest::collection::vec((0u64..3, 0u64..1 << 32, 0u32..6), 1..300)) {
+            let mut q = EventQueue::new();
+            // The reference: every pending event with its (time, insertion), and each key's.
+            let mut pending: Vec<(Time, u64, Option<u32>)> = Vec::new();
+            let mut out = Vec::new();
+            for (id, (what, offset, key)) in ops.into_iter().enumerate() {
+                let id = id as u64;
+                let t = Time(q.now().ps() + offset % (1 << (8 * what + 8)));
+                match what {
+                    0 => {
+                        q.schedule(t, id);
+                        pending.push((t, id, None));
+                    }
+                    1 => {
+                        q.schedule_keyed(key, t, id);
+                        pending.retain(|&(_, _, k)| k != Some(key));
+                        pending.push((t, id, Some(key)));
+                    }
+                    _ => {
+                        let popped = q.pop();
+                        pending.sort();
+                        let expect = (!pending.is_empty()).then(|| pending.remove(0));
+                        prop_assert_eq!(popped, expect.map(|(t, id, _)| (t, id)));
+                        out.push(popped);
+                    }
+                }
+                prop_assert_eq!(q.len(), pending.len());
+            }
+            pending.sort();
+            let rest: Vec<(Time, u64)> = std::iter::from_fn(|| q.pop()).collect();
+            prop_assert_eq!(rest, pending.iter().map(|&(t, id, _)| (t, id)).collect::<Vec<_>>());
         }
 
         /// Against a reference ordering by (time, insertion): any mix of near, same-bucket

@@ -78,8 +78,6 @@ pub(crate) struct Flow {
     /// A compact edge's piece's time from its posting to its completion: its step at
     /// nominal rates, slower by what its drain showed.
     piece_time: Time,
-    /// Bumped at every re-share: a `Drained` event of an older epoch is stale.
-    epoch: u32,
     /// What its sender could send now, bits per second, as its links count it: its NIC's
     /// line rate, or for a ring's edge at most the ring's pace (it forwards what reaches
     /// it).
@@ -106,10 +104,10 @@ pub(crate) enum Event {
     LocalDone {
         flow: u32,
     },
-    /// The flow's last byte left its sender, if its epoch is still current.
+    /// The flow's last byte left its sender (keyed by the flow: each re-share that
+    /// changes its rate moves it).
     Drained {
         flow: u32,
-        epoch: u32,
     },
     /// The flow's last byte reached its receiver.
     Finished {
@@ -277,7 +275,6 @@ impl Simulation {
                 rate: 0.0,
                 since: Time::ZERO,
                 posted: Time::ZERO,
-                epoch: 0,
                 plan: PipelinePlan::default(),
                 held: None,
                 piece_time: Time::ZERO,
@@ -528,11 +525,7 @@ impl MessageFabric for Simulation {
                 self.local_done(flow);
                 self.release_held(flow);
             }
-            Event::Drained { flow, epoch } => {
-                if self.state.flows[flow as usize].epoch == epoch {
-                    self.drained(flow);
-                }
-            }
+            Event::Drained { flow } => self.drained(flow),
             Event::Finished { flow } => {
                 self.finished(flow);
                 self.release_held(flow);

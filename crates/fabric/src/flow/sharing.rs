@@ -72,11 +72,10 @@ impl Simulation {
         }
         self.note_overloads(&ports, now);
         for (&f, &rate) in flows.iter().zip(&before) {
-            let fl = &mut self.state.flows[f as usize];
+            let fl = &self.state.flows[f as usize];
             if fl.rate == rate {
                 continue;
             }
-            fl.epoch += 1;
             let ps = (fl.remaining / fl.rate).ceil();
             let at = now
                 + Time(if ps.is_finite() {
@@ -84,10 +83,9 @@ impl Simulation {
                 } else {
                     u64::MAX / 4
                 });
-            let epoch = fl.epoch;
             self.state
                 .queue
-                .schedule(at, Event::Drained { flow: f, epoch });
+                .schedule_keyed(f, at, Event::Drained { flow: f });
         }
     }
 
@@ -115,14 +113,24 @@ impl Simulation {
                 heap.push(std::cmp::Reverse((share_key(link.left, link.open), l)));
             }
         }
+        // A link's share rises as flows elsewhere are fixed (each at the lowest share there
+        // is, at most its own), so a key in the heap is a lower bound of its link's share:
+        // a link popped with a lower key than its share now goes back with it. Rounding
+        // can lower a share by an ulp: the link then goes back at once, so that links fill
+        // in the order of their shares now, ties by index, as if every change were pushed.
         while let Some(std::cmp::Reverse((key, l))) = heap.pop() {
             let link = &self.links[l as usize];
-            if link.open <= OPEN_EPSILON || share_key(link.left, link.open) != key {
+            if link.open <= OPEN_EPSILON {
+                continue;
+            }
+            let now_key = share_key(link.left, link.open);
+            if now_key != key {
+                heap.push(std::cmp::Reverse((now_key, l)));
                 continue;
             }
             let share = link.left / link.open;
-            let members = link.flows.clone();
-            for f in members {
+            for i in 0..self.links[l as usize].flows.len() {
+                let f = self.links[l as usize].flows[i];
                 if self.state.flows[f as usize].rate >= 0.0 {
                     continue;
                 }
@@ -131,9 +139,10 @@ impl Simulation {
                 for (k, &other) in fl.path.iter().enumerate() {
                     let w = fl.weight(k);
                     let o = &mut self.links[other as usize];
+                    let was = share_key(o.left, o.open);
                     o.left = (o.left - share * w).max(0.0);
                     o.open -= w;
-                    if o.open > OPEN_EPSILON && other != l {
+                    if other != l && o.open > OPEN_EPSILON && share_key(o.left, o.open) < was {
                         heap.push(std::cmp::Reverse((share_key(o.left, o.open), other)));
                     }
                 }
