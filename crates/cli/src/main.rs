@@ -824,10 +824,12 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
         } => {
             let mut scenario = load_with(file, catalog, seed)?;
             set_level(&mut scenario, level.as_deref())?;
-            say_level(&scenario);
+            let fabrics = scenario.compared_fabrics();
+            let mut reasons: Vec<&String> = fabrics.iter().flat_map(|s| &s.level_reason).collect();
+            reasons.dedup();
+            reasons.iter().for_each(|why| eprintln!("fabricsim: {why}"));
             // Each fabric may have its own design: both must fit.
-            let mut runs = scenario
-                .on_each_fabric()
+            let mut runs = fabrics
                 .iter()
                 .map(|s| fits(s, force))
                 .collect::<Result<Vec<_>, _>>()?;

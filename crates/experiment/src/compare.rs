@@ -70,7 +70,7 @@ impl Comparison {
 pub fn run_both(scenario: &Scenario, rates: bool, threads: usize) -> Result<Comparison, String> {
     runner::require_traffic(scenario)?;
     let fabrics = scenario
-        .on_each_fabric()
+        .compared_fabrics()
         .map(|s| runner::recording_rates(&s, rates));
     if ![1024, 2048, 4096].contains(&fabrics[1].roce.mtu) {
         return Err(format!(

@@ -309,6 +309,33 @@ impl Scenario {
         why
     }
 
+    /// The scenario on InfiniBand and on RoCEv2 as `compare` runs it: at one level, so
+    /// that like is compared with like. Under `auto` each fabric is settled on its own
+    /// (each may have its own design); if either goes to flow level, both do, unless
+    /// the other needs packets (then each keeps its own, and its reason says so).
+    pub fn compared_fabrics(&self) -> [Scenario; 2] {
+        let mut both = self.on_each_fabric();
+        if !matches!(self.level, Level::Auto(_)) {
+            return both;
+        }
+        for s in &mut both {
+            s.settle_level();
+        }
+        let flow = both.iter().position(|s| s.level == Level::Flow);
+        let Some(first) = flow else { return both };
+        let why = both[first].level_reason.clone().unwrap_or_default();
+        let name = both[first].fabric.label();
+        for s in both.iter_mut().filter(|s| s.level == Level::Packet) {
+            if packets_only(s).is_none() {
+                s.level = Level::Flow;
+                s.level_reason = Some(format!(
+                    "{name}: {why}; compare runs both fabrics at flow level, to compare like with like"
+                ));
+            }
+        }
+        both
+    }
+
     /// Whether this scenario runs at flow level, and if `auto` chose, which and why (for
     /// standard error and the summary). `auto` keeps packet level where flow level would
     /// refuse, and where the estimate fails (the run then says why).

@@ -270,3 +270,50 @@ fn a_deadlocked_run_still_gets_a_decision_and_a_report() {
     let html = fabricsim_experiment::report::html(&c);
     assert!(html.contains("Recommendation: InfiniBand") && !html.contains("plot not drawn"));
 }
+
+/// `compare` runs both fabrics at one level: under `auto`, a budget that only
+/// InfiniBand's three-tier design exceeds at packet level sends both to flow level (and
+/// RoCEv2's reason says why); where RoCEv2 needs packets (lossy, no PFC) each keeps its own.
+#[test]
+fn compare_runs_both_fabrics_at_one_level() {
+    use fabricsim_experiment::estimate::{estimate, packet_wall_seconds};
+    use fabricsim_experiment::scenario::Level;
+    let entry = |name: &str, fabric: &str, ports: u32| {
+        format!(
+            "[catalog.{name}]\nkind = \"switch\"\nfabric = \"{fabric}\"\nports = {ports}\nport_rate = \"400Gbps\"\nprice_usd = 1000\nwatts = 100\nsource = \"test\"\nyear = 2026\n"
+        )
+    };
+    let file = |simulation: &str, rocev2: &str| {
+        format!(
+            "{simulation}\n[cluster]\ngpus = 48\ngpus_per_node = 1\nstyle = \"fat-tree\"\nswitch = {{ infiniband = \"k-ib\", rocev2 = \"k-eth\" }}\n{}{}{rocev2}\n[[traffic]]\nkind = \"permutation\"\nsize = \"1MiB\"\n",
+            entry("k-ib", "infiniband", 8),
+            entry("k-eth", "rocev2", 64)
+        )
+    };
+    // Each fabric's packet-level wall estimate, and a budget between them.
+    let packet = scenario(&file("[simulation]\nlevel = \"packet\"", ""));
+    let walls = packet
+        .compared_fabrics()
+        .map(|s| packet_wall_seconds(estimate(&s).unwrap().events).0);
+    assert!(
+        walls[0] > 2.0 * walls[1],
+        "three tiers against one: {walls:?}"
+    );
+    let budget_us = ((walls[0] * walls[1]).sqrt() * 1e6).round() as u64;
+    let auto = format!("[simulation]\nlevel = \"auto\"\nbudget = \"{budget_us}us\"");
+    for (kind, flow) in [("infiniband", true), ("rocev2", false)] {
+        let alone = scenario(&format!("[fabric]\nkind = \"{kind}\"\n{}", file(&auto, "")));
+        assert_eq!(alone.runs_at_flow_level().0, flow, "{kind} alone");
+    }
+    let both = scenario(&file(&auto, "")).compared_fabrics();
+    assert_eq!(both.each_ref().map(|s| s.level), [Level::Flow, Level::Flow]);
+    let why = both[1].level_reason.as_deref().unwrap();
+    assert!(
+        why.starts_with("InfiniBand: ") && why.contains("beyond the budget"),
+        "{why}"
+    );
+    assert!(why.contains("both fabrics at flow level"), "{why}");
+    // Lossy RoCEv2 runs only at packet level: each fabric keeps its own level.
+    let lossy = scenario(&file(&auto, "[fabric.rocev2]\npfc = false\n")).compared_fabrics();
+    assert_eq!(lossy.map(|s| s.level), [Level::Flow, Level::Packet]);
+}

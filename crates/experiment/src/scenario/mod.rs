@@ -297,8 +297,9 @@ impl Scenario {
     }
 
     /// This scenario on InfiniBand, then on RoCEv2 (each on its own design with a
-    /// `[cluster]`): what `compare` runs.
-    pub fn on_each_fabric(&self) -> [Scenario; 2] {
+    /// `[cluster]`), each at its own level; `compare` runs
+    /// [`compared_fabrics`](Self::compared_fabrics).
+    pub(crate) fn on_each_fabric(&self) -> [Scenario; 2] {
         [FabricKind::Infiniband, FabricKind::Rocev2].map(|fabric| Scenario {
             fabric,
             ..self.clone()
@@ -309,7 +310,7 @@ impl Scenario {
     /// both fabrics, one per fabric; otherwise this one.
     pub fn compared(&self) -> Vec<Scenario> {
         match self.topology {
-            TopologySpec::Cluster(_) => self.on_each_fabric().into(),
+            TopologySpec::Cluster(_) => self.compared_fabrics().into(),
             _ => vec![self.clone()],
         }
     }
