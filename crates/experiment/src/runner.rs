@@ -214,7 +214,7 @@ pub fn run_threaded(
     };
     if let (Model::Flow(s), true) = (&sim, progress) {
         for note in flow_notes(s, probe, probed, scenario) {
-            eprintln!("fabricsim: {note}");
+            say_once(&note);
         }
     }
     Ok(match sim {
@@ -516,6 +516,17 @@ fn flow_notes(sim: &flow::Simulation, probe: u64, probed: u32, scenario: &Scenar
     notes
 }
 
+/// Writes `note` on standard error unless this process already has (a command's runs,
+/// a training job's +1 us twin among them, often have the same to say).
+fn say_once(note: &str) {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    if !said.iter().any(|s| s == note) {
+        eprintln!("fabricsim: {note}");
+        said.push(note.to_string());
+    }
+}
+
 /// Flow level's compact trees agree with packet level where latency decides, less well
 /// where bandwidth does (issue 32): a run with a tree all-reduce says so, with the
 /// calibration record's error for trees on this fabric.
@@ -543,7 +554,8 @@ fn tree_note(scenario: &Scenario) -> Option<String> {
         })
         .unwrap_or_default();
     Some(format!(
-        "flow level: tree all-reduces are within 5 % of packet level where latency decides, less close where bandwidth does (a compact tree's pipeline of large pieces; issue 32){recorded}: run at packet level where it matters"
+        "flow level on {}: tree all-reduces are within 5 % of packet level where latency decides, less close where bandwidth does (a compact tree's pipeline of large pieces; issue 32){recorded}: run at packet level where it matters",
+        scenario.fabric.label()
     ))
 }
 

@@ -31,7 +31,7 @@ pub(super) struct FileFabric {
     link_delay: Field,
     cable_length: Field,
     #[serde(default)]
-    infiniband: infiniband::FileIb,
+    pub infiniband: infiniband::FileIb,
     #[serde(default)]
     pub rocev2: rocev2::FileRoce,
 }

@@ -35,6 +35,18 @@ fn key(k: &str) -> String {
     format!("fabric.infiniband.{k}")
 }
 
+/// A designed cluster's InfiniBand (`[cluster]` with `gpus`) routes adaptively unless the
+/// file says otherwise, as an AI fabric is run: NCCL asks for adaptive routing on
+/// InfiniBand by default (NCCL_IB_ADAPTIVE_ROUTING, since 2.16; docs/REFERENCE.md section
+/// 10). The switches' side (AR groups set by the subnet manager) is assumed enabled, as
+/// NVIDIA's AI reference designs do: unverified as an operator's default. A hand-written
+/// topology keeps static routing unless asked.
+pub(super) fn route_designs_adaptively(f: &FileIb, ib: &mut IbConfig) {
+    if f.adaptive_routing.is_none() {
+        ib.adaptive_routing = true;
+    }
+}
+
 /// Reads `[fabric.infiniband]` into `ib` (starting from its defaults).
 pub(super) fn parse(c: &Ctx, f: &FileIb, ib: &mut IbConfig) -> Result<(), ScenarioError> {
     if let Some(v) = c.count(&key("virtual_lanes"), &f.virtual_lanes, 1, 15)? {

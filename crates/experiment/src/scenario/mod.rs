@@ -270,6 +270,9 @@ impl Scenario {
         };
         let designed = matches!(topo.spec, TopologySpec::Cluster(_));
         let level = simulation::parse(&c, root.simulation.as_ref(), designed)?;
+        if designed {
+            infiniband::route_designs_adaptively(&root.fabric.infiniband, &mut ib);
+        }
         let mut scenario = Scenario {
             name: root.name.unwrap_or_else(|| default_name.to_string()),
             seed,
