@@ -317,3 +317,19 @@ fn compare_runs_both_fabrics_at_one_level() {
     let lossy = scenario(&file(&auto, "[fabric.rocev2]\npfc = false\n")).compared_fabrics();
     assert_eq!(lossy.map(|s| s.level), [Level::Flow, Level::Packet]);
 }
+
+/// A designed cluster's InfiniBand routes adaptively unless the file says otherwise; a
+/// hand-written topology keeps static routing unless asked.
+#[test]
+fn designed_infiniband_routes_adaptively_by_default() {
+    let ports = 64;
+    assert!(cluster(ports, "gpus = 256").ib.adaptive_routing);
+    let off = "[fabric.infiniband]\nadaptive_routing = false\n";
+    let s = scenario(&format!(
+        "{off}[cluster]\ngpus = 256\nswitch = {{ infiniband = \"k-ib\", rocev2 = \"k-eth\" }}\n{}\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 1\nsize = 4096\n",
+        k_port_switches(ports)
+    ));
+    assert!(!s.ib.adaptive_routing);
+    let plain = scenario("[topology]\nkind = \"leaf-spine\"\nhosts = 8\nleaves = 2\nspines = 2\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 7\nsize = 4096\n");
+    assert!(!plain.ib.adaptive_routing);
+}
