@@ -625,6 +625,46 @@ fn bench_measures_memory_per_packet_in_flight_under_200_bytes() {
     assert!(per_packet > 0.0 && per_packet <= 200.0, "{text}");
 }
 
+/// `check`'s flow-level memory estimate against the heap the flow benchmark measures for
+/// the same file (examples/flow-training-16k.toml, 16,384 GPUs): not below it, so that a
+/// refusal for memory can be trusted, and not far above it (it was 63 MB against 100).
+#[test]
+fn the_flow_level_memory_estimate_covers_the_measured_heap() {
+    let out = run(&["bench", "--flow-gpus", "16384"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let measured: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("peak_heap_growth_bytes "))
+        .unwrap_or_else(|| panic!("no heap in {text}"))
+        .trim()
+        .parse()
+        .unwrap();
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/flow-training-16k.toml");
+    let out = run(&["check", file.to_str().unwrap()]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("# estimated run on InfiniBand at flow level"))
+        .unwrap_or_else(|| panic!("no flow-level estimate in {text}"));
+    let mb: f64 = line
+        .split("about ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let estimated = mb * (1 << 20) as f64;
+    assert!(
+        estimated >= measured && estimated <= 1.5 * measured,
+        "estimated {mb} MB against {measured} B measured"
+    );
+}
+
 /// The split-run benchmark on both fabrics: the same results on one thread and on two
 /// (the benchmark fails otherwise), with the speed-up and the windows reported.
 #[test]

@@ -22,8 +22,16 @@ const PORT_VL_BYTES: u64 = 256;
 /// A packet in flight: its pool slot and queue entries (BENCHMARKS.md measures 64 B).
 const PACKET_BYTES: u64 = 64;
 /// State per message at flow level: its flow (path, fluid state, progress), workload
-/// entries and result.
-const FLOW_MESSAGE_BYTES: u64 = 320;
+/// entries (its dependencies and feeds) and result. Measured (heaptrack, 2026-12-05): a
+/// 4,096-GPU tree iteration's 2.1 M compact messages take 1.27 GB of heap per run, about
+/// 600 B each beside the hosts' share (below).
+const FLOW_MESSAGE_BYTES: u64 = 640;
+/// State per host at flow level beyond its ports and routes (counted apart): its NVLink
+/// out and in as links, its life-cycle and pipeline state. Chosen against measurements:
+/// examples/flow-training-16k.toml (3 compact messages a GPU) takes 99.5 MB of heap at
+/// 16,384 GPUs and 492 MB at 65,536 (`fabricsim bench --flow-gpus N`), estimated 110 and
+/// 481 MB with it; the tree iteration above, 1.27 GB, is estimated at 1.31 GB.
+const FLOW_HOST_BYTES: u64 = 2048;
 /// Flow level's events per message: its post, a drain (and a few stale ones from
 /// re-shares), its completion, and its share of the re-shares.
 const FLOW_EVENTS_PER_MESSAGE: u64 = 5;
@@ -89,6 +97,7 @@ pub fn estimate(scenario: &Scenario) -> Result<Estimate, String> {
             memory_bytes: BASE_BYTES
                 .saturating_add(routes)
                 .saturating_add(messages.saturating_mul(FLOW_MESSAGE_BYTES))
+                .saturating_add(hosts.saturating_mul(FLOW_HOST_BYTES))
                 .saturating_add(ports.saturating_mul(PORT_VL_BYTES)),
             events: messages.saturating_mul(FLOW_EVENTS_PER_MESSAGE),
             packets,
