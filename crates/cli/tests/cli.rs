@@ -606,23 +606,28 @@ fn roce_pcap_decodes_in_tshark_as_rroce_and_pfc() {
 /// as the extra peak heap of a run with 4x the VL buffers over its extra packets.
 #[test]
 fn bench_measures_memory_per_packet_in_flight_under_200_bytes() {
-    let out = run(&["bench", "--size", "1MiB"]);
+    let field = bench(&["--size", "1MiB"]);
+    assert!(field("events_per_second") > 0.0);
+    let per_packet = field("bytes_per_packet_in_flight");
+    assert!(per_packet > 0.0 && per_packet <= 200.0, "{per_packet}");
+}
+
+/// Runs `fabricsim bench` with `args`; returns a reader of its "name value" lines.
+fn bench(args: &[&str]) -> impl Fn(&str) -> f64 {
+    let out = bin().arg("bench").args(args).output().unwrap();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8(out.stdout).unwrap();
-    let field = |name: &str| -> f64 {
+    move |name: &str| -> f64 {
         let line = text
             .lines()
-            .find(|l| l.starts_with(name))
+            .find(|l| l.split_whitespace().next() == Some(name))
             .unwrap_or_else(|| panic!("no {name} in {text}"));
         line.split_whitespace().nth(1).unwrap().parse().unwrap()
-    };
-    assert!(field("events_per_second") > 0.0);
-    let per_packet = field("bytes_per_packet_in_flight");
-    assert!(per_packet > 0.0 && per_packet <= 200.0, "{text}");
+    }
 }
 
 /// `check`'s flow-level memory estimate against the heap the flow benchmark measures for
@@ -630,20 +635,7 @@ fn bench_measures_memory_per_packet_in_flight_under_200_bytes() {
 /// refusal for memory can be trusted, and not far above it (it was 63 MB against 100).
 #[test]
 fn the_flow_level_memory_estimate_covers_the_measured_heap() {
-    let out = run(&["bench", "--flow-gpus", "16384"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let measured: f64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix("peak_heap_growth_bytes "))
-        .unwrap_or_else(|| panic!("no heap in {text}"))
-        .trim()
-        .parse()
-        .unwrap();
+    let measured = bench(&["--flow-gpus", "16384"])("peak_heap_growth_bytes");
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/flow-training-16k.toml");
     let out = run(&["check", file.to_str().unwrap()]);
     let text = String::from_utf8(out.stdout).unwrap();
