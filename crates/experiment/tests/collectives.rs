@@ -394,7 +394,7 @@ fn gpu_reductions_and_copies_lengthen_a_latency_bound_ring() {
 /// `[nccl] algorithm`: "auto" runs NCCL's tuner model on every all-reduce that names no
 /// algorithm (and says why in `check`), "ring" on GPU servers runs a ring per rail, an
 /// entry's own `algorithm` wins, NVLink SHARP is refused by name, and files without
-/// `[nccl]` keep the v1 ring.
+/// `[nccl]` keep the v1 ring unless they design a cluster.
 #[test]
 fn nccl_algorithm_is_chosen_as_nccls_tuner_chooses_or_as_forced() {
     use fabricsim_fabric::workload::{CollectiveAlgorithm as A, Traffic};
@@ -426,8 +426,9 @@ fn nccl_algorithm_is_chosen_as_nccls_tuner_chooses_or_as_forced() {
     )
     .unwrap();
     assert_eq!(algorithm(&own), A::Ring);
+    // A designed cluster without `[nccl]` runs NCCL's tuner too.
     let unset = Scenario::parse(&cluster("", ""), "c").unwrap();
-    assert_eq!(algorithm(&unset), A::Ring);
+    assert_eq!(algorithm(&unset), A::Tree);
     let err = Scenario::parse(&cluster("[nccl]\nalgorithm = \"nvls\"", ""), "c")
         .unwrap_err()
         .to_string();

@@ -240,7 +240,10 @@ impl Scenario {
         let hosts = topo.spec.hosts();
         rocev2::parse(&c, &root.fabric.rocev2, &mut roce, link_rate, hosts)?;
         topology::check_leaves(&topo.spec)?;
-        let nccl = nccl::parse(&c, root.nccl.as_ref())?;
+        let mut nccl = nccl::parse(&c, root.nccl.as_ref())?;
+        if matches!(topo.spec, TopologySpec::Cluster(_)) {
+            nccl = nccl.for_designed_cluster();
+        }
         let setting = traffic::Setting {
             base,
             topology: &topo.spec,

@@ -41,6 +41,18 @@ pub struct NcclSettings {
     pub connections: Connections,
 }
 
+impl NcclSettings {
+    /// A designed cluster (`[cluster]` with `gpus`) runs its collectives as NCCL would:
+    /// without `[nccl]`, its tuner picks each all-reduce's algorithm (entries that name
+    /// one keep it).
+    pub(super) fn for_designed_cluster(self) -> Self {
+        NcclSettings {
+            algorithm: self.algorithm.or(Some(NcclAlgorithm::Auto)),
+            ..self
+        }
+    }
+}
+
 /// `[nccl] algorithm`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NcclAlgorithm {
