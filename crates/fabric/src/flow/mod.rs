@@ -164,6 +164,8 @@ struct Link {
     open: f64,
     /// The re-share that last visited it.
     mark: u32,
+    /// Its last share (see [`Link::shared`]) with the demands and bytes it was for.
+    share_memo: Option<((u64, u64, u64), f64)>,
     /// Since when its flows' senders have overdriven it while it runs full (a load above
     /// 1 and their rates summing to its share): its queue has been building since then.
     overloaded_since: Option<Time>,
@@ -195,6 +197,20 @@ impl Link {
         }
         let fair = self.flow_bytes as f64 / self.capacity;
         cfg.sharing_share(self.load(), self.line_load(), fair)
+    }
+
+    /// [`Self::share`], kept while its demands and flows' bytes stand: every re-share
+    /// asks it of every port in its component, and interpolating it takes logarithms.
+    fn shared(&mut self, cfg: &FlowConfig) -> f64 {
+        let inputs = (self.demand_bps, self.line_demand_bps, self.flow_bytes);
+        match self.share_memo {
+            Some((of, share)) if of == inputs => share,
+            _ => {
+                let share = self.share(cfg);
+                self.share_memo = Some((inputs, share));
+                share
+            }
+        }
     }
 
     /// The queueing delay a message arriving now meets here, with its `draw` (see

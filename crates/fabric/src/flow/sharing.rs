@@ -97,7 +97,7 @@ impl Simulation {
         // it (1 each, unless a flow spreads over several paths).
         for &l in ports {
             let link = &mut self.links[l as usize];
-            link.left = link.capacity * link.share(&self.cfg);
+            link.left = link.capacity * link.shared(&self.cfg);
             link.open = 0.0;
         }
         for &f in flows {
