@@ -307,14 +307,20 @@ impl<E> EventQueue<E> {
         true
     }
 
+    /// The earliest event on the wheel or beyond it, (time, tie, node), turning the wheel
+    /// to it.
+    fn next_on_wheel(&mut self) -> Option<(Time, u64, u32)> {
+        if self.settle() {
+            self.current.last().copied()
+        } else {
+            None
+        }
+    }
+
     /// The time of the next event, if any.
     pub fn peek_time(&mut self) -> Option<Time> {
         let keyed = self.keyed.peek().map(|(t, _)| t);
-        let wheel = if self.settle() {
-            self.current.last().map(|&(t, _, _)| t)
-        } else {
-            None
-        };
+        let wheel = self.next_on_wheel().map(|(t, _, _)| t);
         match (wheel, keyed) {
             (Some(w), Some(k)) => Some(w.min(k)),
             (w, k) => w.or(k),
@@ -339,11 +345,7 @@ impl<E> EventQueue<E> {
     /// Removes the earliest event if it is due at or before `limit`, advancing `now` to
     /// its time; leaves the queue untouched otherwise.
     pub fn pop_until(&mut self, limit: Time) -> Option<(Time, E)> {
-        let wheel = if self.settle() {
-            self.current.last().copied()
-        } else {
-            None
-        };
+        let wheel = self.next_on_wheel();
         if let Some((time, tie)) = self.keyed.peek() {
             if wheel.is_none_or(|(t, k, _)| (time, tie) < (t, k)) {
                 if time > limit {

@@ -554,7 +554,7 @@ fn tree_note(scenario: &Scenario) -> Option<String> {
         })
         .unwrap_or_default();
     Some(format!(
-        "flow level on {}: tree all-reduces are within 5 % of packet level where latency decides, less close where bandwidth does (a compact tree's pipeline of large pieces; issue 32){recorded}, and further off at scale (a tree training iteration on 2,048 GPUs, measured once: RoCEv2 +25 % against packet level; BENCHMARKS.md): run at packet level where it matters",
+        "flow level on {}: tree all-reduces are within 5 % of packet level where latency decides, less close where bandwidth does (a compact tree's pipeline of large pieces; issue 32){recorded}, and further off at scale (tree training iterations measured once against packet level: RoCEv2 +18 % at 1,024 GPUs and +25 % at 2,048, InfiniBand -1.4 % at 1,024; BENCHMARKS.md): run at packet level where it matters",
         scenario.fabric.label()
     ))
 }
