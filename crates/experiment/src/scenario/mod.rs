@@ -240,9 +240,12 @@ impl Scenario {
         let hosts = topo.spec.hosts();
         rocev2::parse(&c, &root.fabric.rocev2, &mut roce, link_rate, hosts)?;
         topology::check_leaves(&topo.spec)?;
+        // A designed cluster runs as AI fabrics are run: NCCL's tuner, adaptive InfiniBand.
+        let designed = matches!(topo.spec, TopologySpec::Cluster(_));
         let mut nccl = nccl::parse(&c, root.nccl.as_ref())?;
-        if matches!(topo.spec, TopologySpec::Cluster(_)) {
+        if designed {
             nccl = nccl.for_designed_cluster();
+            infiniband::route_designs_adaptively(&root.fabric.infiniband, &mut ib);
         }
         let setting = traffic::Setting {
             base,
@@ -271,11 +274,7 @@ impl Scenario {
             Some(h) => Some(host::parse(&c, h, hosts / topo.gpus_per_node, link_rate)?),
             None => None,
         };
-        let designed = matches!(topo.spec, TopologySpec::Cluster(_));
         let level = simulation::parse(&c, root.simulation.as_ref(), designed)?;
-        if designed {
-            infiniband::route_designs_adaptively(&root.fabric.infiniband, &mut ib);
-        }
         let mut scenario = Scenario {
             name: root.name.unwrap_or_else(|| default_name.to_string()),
             seed,
