@@ -49,6 +49,53 @@ pub enum Per {
     Nic,
 }
 
+/// How far a figure can be trusted (SCENARIO.md v3's `confidence`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Confidence {
+    /// Published by the vendor, a listing or a measurement.
+    Sourced,
+    /// An analyst's or fabricsim's estimate from published figures.
+    Estimate,
+    /// No published figure found: a value to replace with your quote.
+    Placeholder,
+}
+
+const CONFIDENCES: [(&str, Confidence); 3] = [
+    ("sourced", Confidence::Sourced),
+    ("estimate", Confidence::Estimate),
+    ("placeholder", Confidence::Placeholder),
+];
+
+impl Confidence {
+    pub fn name(self) -> &'static str {
+        CONFIDENCES.iter().find(|c| c.1 == self).expect("listed").0
+    }
+}
+
+/// A figure with the range published figures give it: low <= base <= high.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct Range {
+    pub low: f64,
+    pub base: f64,
+    pub high: f64,
+}
+
+impl Range {
+    /// A figure nobody doubts, or that the user gave as theirs.
+    pub fn point(x: f64) -> Range {
+        Range {
+            low: x,
+            base: x,
+            high: x,
+        }
+    }
+
+    pub fn is_point(&self) -> bool {
+        self.low == self.high
+    }
+}
+
 /// One catalog entry.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Item {
@@ -60,16 +107,24 @@ pub struct Item {
     /// Ports of a switch or NIC; ports one transceiver serves.
     pub ports: u32,
     pub port_rate: Option<BitRate>,
-    /// Port-to-port latency of a switch.
+    /// Port-to-port latency of a switch; a NIC's latency on each side (send, receive).
     pub latency: Option<Time>,
+    /// The latency's range in picoseconds (`low_latency`, `high_latency`; a point if
+    /// not given).
+    pub latency_range: Option<Range>,
     /// How far a copper cable reaches, in millimetres.
     pub reach_mm: Option<u64>,
     pub per: Option<Per>,
     pub price_usd: f64,
+    /// The price's range (`low_usd`, `high_usd`; a point if not given).
+    pub price_range: Range,
     pub watts: f64,
     pub source: String,
     pub year: u32,
-    pub estimate: bool,
+    pub confidence: Confidence,
+    /// A GPU entry whose price is a server's share with its NICs (`includes_nic`): the
+    /// bill then takes one NIC's price off each GPU, so that nothing is counted twice.
+    pub includes_nic: bool,
 }
 
 impl Item {
@@ -125,6 +180,21 @@ impl Catalog {
             };
             // Checked on a copy: a bad override leaves the catalog as it was.
             let mut entry = self.raw.get(name).cloned().unwrap_or_default();
+            // A new figure without its range is the user's own: the old range and
+            // confidence no longer describe it.
+            for (figure, range) in [
+                ("price_usd", ["low_usd", "high_usd"]),
+                ("latency", ["low_latency", "high_latency"]),
+            ] {
+                if fields.contains_key(figure) {
+                    for k in range {
+                        entry.remove(k);
+                    }
+                    if !fields.contains_key("confidence") && figure == "price_usd" {
+                        entry.insert("confidence".into(), Value::String("sourced".into()));
+                    }
+                }
+            }
             for (k, v) in fields {
                 entry.insert(k.clone(), v.clone());
             }
@@ -198,20 +268,25 @@ fn quoted_key(k: &str) -> String {
     }
 }
 
-const KEYS: [&str; 14] = [
+const KEYS: [&str; 19] = [
     "kind",
     "fabric",
     "description",
     "ports",
     "port_rate",
     "latency",
+    "low_latency",
+    "high_latency",
     "reach",
     "per",
     "price_usd",
+    "low_usd",
+    "high_usd",
     "watts",
     "source",
     "year",
-    "estimate",
+    "confidence",
+    "includes_nic",
     "note",
 ];
 
@@ -308,10 +383,56 @@ fn item(name: &str, t: &Table) -> Result<Item, String> {
             ))
         }
     };
-    let estimate = match t.get("estimate") {
+    let confidence = match t.get("confidence") {
+        None => Confidence::Sourced,
+        Some(v) => CONFIDENCES
+            .iter()
+            .find(|(n, _)| v.as_str() == Some(n))
+            .map(|c| c.1)
+            .ok_or_else(|| {
+                at(
+                    "confidence",
+                    v,
+                    &format!("expected one of {:?}", CONFIDENCES.map(|c| c.0)),
+                )
+            })?,
+    };
+    let includes_nic = match t.get("includes_nic") {
         None => false,
-        Some(Value::Boolean(b)) => *b,
-        Some(v) => return Err(at("estimate", v, "must be true or false")),
+        Some(Value::Boolean(b)) if !*b || kind == ItemKind::Gpu => *b,
+        Some(v @ Value::Boolean(_)) => {
+            return Err(at(
+                "includes_nic",
+                v,
+                "only a GPU entry's price can include its NIC",
+            ))
+        }
+        Some(v) => return Err(at("includes_nic", v, "must be true or false")),
+    };
+    let price_usd = number("price_usd")?;
+    let optional = |k: &str| t.contains_key(k).then(|| number(k)).transpose();
+    let price_range = range(
+        name,
+        "usd",
+        price_usd,
+        optional("low_usd")?,
+        optional("high_usd")?,
+    )?;
+    let latency = quantity("latency", Dimension::Time)?;
+    let latency_range = match latency {
+        None if t.contains_key("low_latency") || t.contains_key("high_latency") => {
+            return Err(format!(
+                "catalog.{name}: `low_latency` and `high_latency` need `latency`"
+            ))
+        }
+        None => None,
+        Some(l) => Some(range(
+            name,
+            "latency",
+            l as f64,
+            quantity("low_latency", Dimension::Time)?.map(|x| x as f64),
+            quantity("high_latency", Dimension::Time)?.map(|x| x as f64),
+        )?),
     };
     let port_rate = quantity("port_rate", Dimension::Rate)?.map(BitRate);
     if kind == ItemKind::Switch && port_rate.is_none() {
@@ -335,15 +456,42 @@ fn item(name: &str, t: &Table) -> Result<Item, String> {
         description: text("description")?.unwrap_or_else(|| name.to_string()),
         ports,
         port_rate,
-        latency: quantity("latency", Dimension::Time)?.map(Time),
+        latency: latency.map(Time),
+        latency_range,
         reach_mm: quantity("reach", Dimension::Length)?,
         per,
-        price_usd: number("price_usd")?,
+        price_usd,
+        price_range,
         watts: number("watts")?,
         source,
         year,
-        estimate,
+        confidence,
+        includes_nic,
     })
+}
+
+/// The range `low_KEY ..= high_KEY` around `base` (either end absent: the base).
+fn range(
+    name: &str,
+    key: &str,
+    base: f64,
+    low: Option<f64>,
+    high: Option<f64>,
+) -> Result<Range, String> {
+    let r = Range {
+        low: low.unwrap_or(base),
+        base,
+        high: high.unwrap_or(base),
+    };
+    if r.low <= r.base && r.base <= r.high {
+        Ok(r)
+    } else {
+        let base_key = if key == "usd" { "price_usd" } else { key };
+        Err(format!(
+            "catalog.{name}.low_{key} = {}, {base_key} = {}, high_{key} = {}: must hold low <= base <= high",
+            r.low, r.base, r.high
+        ))
+    }
 }
 
 #[cfg(test)]
@@ -369,6 +517,72 @@ mod tests {
             .items
             .values()
             .all(|i| !i.source.is_empty() && i.year >= 2022));
+    }
+
+    #[test]
+    fn every_builtin_price_has_a_range_around_it_and_a_confidence() {
+        let c = Catalog::builtin();
+        for i in c.items.values() {
+            let r = i.price_range;
+            assert!(r.low <= r.base && r.base <= r.high, "{}", i.name);
+            assert_eq!(r.base, i.price_usd, "{}", i.name);
+            if i.price_usd > 0.0 {
+                assert!(
+                    !r.is_point(),
+                    "{}: a price nobody publishes needs its range",
+                    i.name
+                );
+            }
+            if let Some(l) = i.latency_range {
+                assert_eq!(l.base, i.latency.unwrap().0 as f64, "{}", i.name);
+            }
+        }
+        let eth = c.get("spectrum-4-sn5600").unwrap();
+        assert_eq!(eth.confidence, Confidence::Estimate);
+        assert!(!eth.latency_range.unwrap().is_point());
+    }
+
+    #[test]
+    fn a_price_given_alone_is_the_users_own_point() {
+        let mut c = Catalog::builtin();
+        c.merge_text("[spectrum-4-sn5600]\nprice_usd = 41000\n", "mine.toml")
+            .unwrap();
+        let e = c.get("spectrum-4-sn5600").unwrap();
+        assert_eq!(e.price_range, Range::point(41000.0));
+        assert_eq!(e.confidence, Confidence::Sourced);
+        assert!(
+            !e.latency_range.unwrap().is_point(),
+            "the latency's range stays"
+        );
+        c.merge_text(
+            "[spectrum-4-sn5600]\nprice_usd = 41000\nlow_usd = 30000\nconfidence = \"placeholder\"\n",
+            "mine.toml",
+        )
+        .unwrap();
+        let e = c.get("spectrum-4-sn5600").unwrap();
+        assert_eq!((e.price_range.low, e.price_range.high), (30000.0, 41000.0));
+        assert_eq!(e.confidence, Confidence::Placeholder);
+        let err = c
+            .merge_text("[spectrum-4-sn5600]\nhigh_usd = 100\n", "mine.toml")
+            .unwrap_err();
+        assert!(
+            err.contains("catalog.spectrum-4-sn5600.low_usd = 30000, price_usd = 41000, high_usd = 100: must hold low <= base <= high"),
+            "{err}"
+        );
+        let err = c
+            .merge_text("[spectrum-4-sn5600]\nconfidence = \"sure\"\n", "f")
+            .unwrap_err();
+        assert!(
+            err.contains("catalog.spectrum-4-sn5600.confidence = \"sure\": expected one of"),
+            "{err}"
+        );
+        let err = c
+            .merge_text("[spectrum-4-sn5600]\nincludes_nic = true\n", "f")
+            .unwrap_err();
+        assert!(
+            err.contains("only a GPU entry's price can include its NIC"),
+            "{err}"
+        );
     }
 
     #[test]

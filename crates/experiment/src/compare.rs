@@ -2,6 +2,7 @@
 //! scenario has a `[cluster]`), priced, with the recommendation; the side-by-side table
 //! and the JSON object of SCENARIO.md v2.
 
+use crate::decision::uncertainty::{self, Surface};
 use crate::decision::{self, Design, NetworkCost, Recommendation};
 use crate::results::Summary;
 use crate::runner::{self, Outcome};
@@ -64,9 +65,10 @@ impl Comparison {
 }
 
 /// Runs `scenario` on InfiniBand and on RoCEv2 (training jobs with their +1 us
-/// sensitivity run; RoCEv2 rates recorded if `rates`), prices both and decides. The runs
-/// (two, or four with the sensitivity runs) go up to `threads` at a time, the fabrics'
-/// main runs first; the comparison is the same for any number of threads.
+/// sensitivity run; RoCEv2 rates recorded if `rates`; each catalog latency of a design
+/// at the ends of its range), prices both and decides across the ranges. The runs go up
+/// to `threads` at a time, the fabrics' main runs first; the comparison is the same for
+/// any number of threads.
 pub fn run_both(scenario: &Scenario, rates: bool, threads: usize) -> Result<Comparison, String> {
     runner::require_traffic(scenario)?;
     let fabrics = scenario
@@ -80,13 +82,35 @@ pub fn run_both(scenario: &Scenario, rates: bool, threads: usize) -> Result<Comp
     }
     let trains = runner::has_training(scenario);
     let plus = fabrics.each_ref().map(runner::plus_one_us_per_exchange);
+    let run_inputs = uncertainty::run_inputs(scenario);
+    let ends = uncertainty::end_runs(&run_inputs);
+    let end_scenarios: Vec<Scenario> = ends
+        .iter()
+        .map(|e| runner::recording_rates(&e.scenario(&fabrics, &run_inputs), false))
+        .collect();
     let mut jobs: Vec<_> = fabrics.iter().map(|s| (s, None)).collect();
     if trains {
         jobs.extend(plus.iter().map(|s| (s, None)));
     }
+    jobs.extend(end_scenarios.iter().map(|s| (s, None)));
     let mut outcomes = runner::run_all(&jobs, threads).into_iter();
     let mains = [outcomes.next(), outcomes.next()].map(|o| o.expect("two main runs"));
-    let pluses = [outcomes.next(), outcomes.next()];
+    let pluses = if trains {
+        [outcomes.next(), outcomes.next()]
+    } else {
+        [None, None]
+    };
+    let end_hours: Vec<_> = ends
+        .iter()
+        .zip(&end_scenarios)
+        .zip(outcomes)
+        .map(|((e, s), o)| {
+            let hours = o
+                .ok()
+                .and_then(|o| decision::job_hours(&runner::summarize(s, &o, None), &s.cost));
+            (*e, hours)
+        })
+        .collect();
     let mut runs = Vec::with_capacity(2);
     for ((s, outcome), sensitivity) in fabrics.into_iter().zip(mains).zip(pluses) {
         let outcome = outcome?;
@@ -103,10 +127,14 @@ pub fn run_both(scenario: &Scenario, rates: bool, threads: usize) -> Result<Comp
         });
     }
     let runs: [FabricRun; 2] = runs.try_into().ok().expect("two fabrics");
+    let costs = [&runs[0].cost, &runs[1].cost];
+    let surface = Surface::new(scenario, costs, run_inputs, &end_hours);
     let recommendation = decision::recommend(
         scenario,
         [&runs[0].summary, &runs[1].summary],
-        [&runs[0].cost, &runs[1].cost],
+        costs,
+        surface.as_ref(),
+        end_hours.iter().any(|e| e.1.is_none()),
     );
     Ok(Comparison {
         runs,

@@ -204,6 +204,39 @@ fn job_and_lifetime_costs_follow_the_money_model() {
     }
 }
 
+/// A GPU listed with its NIC (the catalog's `includes_nic`) costs its price less one
+/// NIC's, since the network's bill counts every NIC: each dollar is counted once. A GPU
+/// price given in `[cost]` is the GPU's alone.
+#[test]
+fn the_bill_counts_each_nic_once() {
+    let flow = "[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 9\nsize = \"1MiB\"\n";
+    let money = "lifetime_years = 4\nelectricity_usd_per_kwh = 0.1\npue = 1.5\ngpu_watts = 1000\n";
+    let listed = scenario(&format!(
+        "[cluster]\ngpus = 64\n[catalog.h100-sxm]\nprice_usd = 37040\nincludes_nic = true\n[catalog.connectx-7-400g]\nprice_usd = 2000\n[cost]\n{money}{flow}"
+    ));
+    let own = scenario(&format!(
+        "[cluster]\ngpus = 64\n[catalog.connectx-7-400g]\nprice_usd = 2000\n[cost]\ngpu_usd = 37040\n{money}{flow}"
+    ));
+    let [a, b] = [&listed, &own].map(|s| compare::run_both(s, false, 2).unwrap());
+    for (c, gpu_alone) in [(&a, 35_040.0), (&b, 37_040.0)] {
+        for run in &c.runs {
+            let k = &run.cost;
+            let want = gpu_alone / (4.0 * 8760.0) + 1.0 * 1.5 * 0.1;
+            assert!(
+                (k.gpu_usd_per_hour - want).abs() < 1e-12,
+                "{} vs {want}",
+                k.gpu_usd_per_hour
+            );
+            let nics = k.bom.iter().find(|l| l.group == "nics").unwrap();
+            assert_eq!(
+                (nics.count, nics.unit_usd),
+                (64, 2000.0),
+                "the network counts every NIC"
+            );
+        }
+    }
+}
+
 /// Bad [cluster] and [catalog] input names the key and value.
 #[test]
 fn cluster_errors_name_the_key() {

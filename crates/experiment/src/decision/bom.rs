@@ -2,7 +2,7 @@
 //! two ends (copper inside a rack within the DAC's reach, else optics: a transceiver at
 //! each end and a fiber, or an active optical cable), priced from the catalog.
 
-use crate::catalog::{Catalog, Item, Per};
+use crate::catalog::{Catalog, Confidence, Item, Per};
 use crate::scenario::{FabricKind, Hardware, Optics};
 use fabricsim_core::topology::{NodeKind, Topology};
 use fabricsim_core::units::{HostId, NodeId};
@@ -134,9 +134,12 @@ pub struct BomLine {
     pub catalog: String,
     pub count: u64,
     pub unit_usd: f64,
+    /// The unit price's range in the catalog.
+    pub low_usd: f64,
+    pub high_usd: f64,
     pub watts: f64,
     pub source: String,
-    pub estimate: bool,
+    pub confidence: Confidence,
     /// Which part of the cost it is: "switches", "nics", "optics", "cables", "software".
     pub group: &'static str,
 }
@@ -156,9 +159,11 @@ fn line(item: &Item, what: String, count: u64, group: &'static str) -> BomLine {
         catalog: item.name.clone(),
         count,
         unit_usd: item.price_usd,
+        low_usd: item.price_range.low,
+        high_usd: item.price_range.high,
         watts: item.watts,
         source: item.source.clone(),
-        estimate: item.estimate,
+        confidence: item.confidence,
         group,
     }
 }

@@ -8,12 +8,15 @@
 //! C_f = T_f x (GPUs x g + n_f). The fabric with the lower C_f is recommended.
 
 pub mod bom;
+pub mod uncertainty;
 
+use crate::report::inputs::thousands;
 use crate::results::Summary;
 use crate::scenario::{CostSettings, FabricKind, Scenario};
 use bom::{BomLine, Counts};
 use fabricsim_core::topology::Topology;
 use serde::Serialize;
+use uncertainty::{Surface, Verdict};
 
 const HOURS_PER_YEAR: f64 = 8760.0;
 
@@ -48,18 +51,81 @@ pub struct NetworkCost {
     pub bom: Vec<BomLine>,
 }
 
-/// The GPU price and power the scenario uses: `[cost]` overrides, else the catalog's GPU.
-pub(crate) fn gpu(s: &Scenario) -> (f64, f64) {
-    let g = s.catalog.get(&s.hardware.gpu).expect("checked at load");
-    (
-        s.cost.gpu_usd.unwrap_or(g.price_usd),
-        s.cost.gpu_watts.unwrap_or(g.watts),
-    )
+/// A GPU's price and power as the scenario gives them.
+pub(crate) struct GpuCost<'a> {
+    /// `[cost] gpu_usd`, else the catalog GPU's price.
+    pub listed_usd: f64,
+    pub watts: f64,
+    /// The NIC entry and its price when the listed price includes the NIC (the
+    /// catalog's `includes_nic`): the network's bill counts the NIC, so the GPU does not.
+    pub nic_included: Option<(&'a str, f64)>,
 }
 
-/// One GPU's cost per hour under `c`.
-fn gpu_per_hour(price: f64, watts: f64, c: &CostSettings) -> f64 {
-    price / (c.lifetime_years * HOURS_PER_YEAR) + watts / 1000.0 * c.pue * c.electricity_usd_per_kwh
+impl GpuCost<'_> {
+    /// The GPU's own price, its NIC taken off if the listed price includes it.
+    pub fn usd(&self) -> f64 {
+        self.listed_usd - self.nic_included.map_or(0.0, |n| n.1)
+    }
+}
+
+/// The GPU price and power the scenario uses: `[cost]` overrides (a GPU alone), else the
+/// catalog's GPU.
+pub(crate) fn gpu(s: &Scenario) -> GpuCost<'_> {
+    let g = s.catalog.get(&s.hardware.gpu).expect("checked at load");
+    let nic = s.catalog.get(&s.hardware.nic).expect("checked at load");
+    GpuCost {
+        listed_usd: s.cost.gpu_usd.unwrap_or(g.price_usd),
+        watts: s.cost.gpu_watts.unwrap_or(g.watts),
+        nic_included: (g.includes_nic && s.cost.gpu_usd.is_none())
+            .then_some((nic.name.as_str(), nic.price_usd)),
+    }
+}
+
+/// The money model's settings the verdict samples.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct MoneySettings {
+    pub lifetime_years: f64,
+    pub electricity_usd_per_kwh: f64,
+    pub pue: f64,
+    pub support_share_per_year: f64,
+}
+
+impl MoneySettings {
+    pub fn of(c: &CostSettings) -> MoneySettings {
+        MoneySettings {
+            lifetime_years: c.lifetime_years,
+            electricity_usd_per_kwh: c.electricity_usd_per_kwh,
+            pue: c.pue,
+            support_share_per_year: c.support_share_per_year,
+        }
+    }
+}
+
+/// One GPU's cost per hour under `m`.
+fn gpu_per_hour(price: f64, watts: f64, m: &MoneySettings) -> f64 {
+    price / (m.lifetime_years * HOURS_PER_YEAR) + watts / 1000.0 * m.pue * m.electricity_usd_per_kwh
+}
+
+/// A network's running figures from its capital cost and equipment power.
+pub(crate) struct NetworkMoney {
+    pub power_kw: f64,
+    pub opex_usd_per_year: f64,
+    pub lifetime_usd: f64,
+    pub usd_per_hour: f64,
+}
+
+/// Power with PUE, energy and support per year, the lifetime cost and its hourly share.
+fn network_money(capex: f64, it_kw: f64, m: &MoneySettings) -> NetworkMoney {
+    let power_kw = it_kw * m.pue;
+    let opex =
+        power_kw * HOURS_PER_YEAR * m.electricity_usd_per_kwh + m.support_share_per_year * capex;
+    let lifetime = capex + opex * m.lifetime_years;
+    NetworkMoney {
+        power_kw,
+        opex_usd_per_year: opex,
+        lifetime_usd: lifetime,
+        usd_per_hour: lifetime / (m.lifetime_years * HOURS_PER_YEAR),
+    }
 }
 
 /// The job's length in hours on one fabric: the longest training job's projected time,
@@ -93,24 +159,21 @@ pub fn price(
         links_per_tier,
         counts,
     };
-    let c = &s.cost;
+    let m = MoneySettings::of(&s.cost);
     let capex: f64 = bom.iter().map(BomLine::usd).sum();
     let it_kw = bom.iter().map(BomLine::total_watts).sum::<f64>() / 1000.0;
-    let power_kw = it_kw * c.pue;
-    let opex =
-        power_kw * HOURS_PER_YEAR * c.electricity_usd_per_kwh + c.support_share_per_year * capex;
-    let lifetime = capex + opex * c.lifetime_years;
-    let per_hour = lifetime / (c.lifetime_years * HOURS_PER_YEAR);
-    let (gpu_usd, gpu_watts) = gpu(s);
-    let g = gpu_per_hour(gpu_usd, gpu_watts, c);
+    let net = network_money(capex, it_kw, &m);
+    let per_hour = net.usd_per_hour;
+    let g_cost = gpu(s);
+    let g = gpu_per_hour(g_cost.usd(), g_cost.watts, &m);
     let gpus = topo.host_count();
-    let hours = job_hours(summary, c);
+    let hours = job_hours(summary, &s.cost);
     let cost = NetworkCost {
         capex_usd: capex,
-        power_kw,
+        power_kw: net.power_kw,
         it_power_kw: it_kw,
-        opex_usd_per_year: opex,
-        lifetime_usd: lifetime,
+        opex_usd_per_year: net.opex_usd_per_year,
+        lifetime_usd: net.lifetime_usd,
         network_usd_per_hour: per_hour,
         gpu_usd_per_hour: g,
         gpus,
@@ -142,6 +205,10 @@ pub struct Recommendation {
     pub flip_points: FlipPoints,
     /// The cheaper fabric's saving per job, as a share of the dearer one's cost.
     pub saving: Option<f64>,
+    /// The verdict across the inputs' ranges (SCENARIO.md v3 `verdict`, `share`,
+    /// `drivers`).
+    #[serde(flatten)]
+    pub across_ranges: Verdict,
 }
 
 /// `x` with three significant digits (at least two decimals), for small amounts.
@@ -184,8 +251,90 @@ fn hours(h: f64) -> String {
     }
 }
 
-/// Decides between the two fabrics from their summaries and costs.
-pub fn recommend(s: &Scenario, sums: [&Summary; 2], costs: [&NetworkCost; 2]) -> Recommendation {
+/// An input's value in its unit.
+pub fn value(x: f64, unit: &str) -> String {
+    match unit {
+        "USD" => usd(x),
+        "ns" => format!("{x:.0} ns"),
+        "years" => format!("{x:.1} years"),
+        "USD/kWh" => format!("${x:.3}/kWh"),
+        _ => format!("{x:.3}"),
+    }
+}
+
+/// The reason that states the verdict across the ranges.
+fn range_reason(v: &Verdict, latencies_sampled: bool, ends_unfinished: bool) -> String {
+    let ib = v.share[FabricKind::Infiniband.name()] * 100.0;
+    let roce = v.share[FabricKind::Rocev2.name()] * 100.0;
+    let spread = v.cost_ratio.as_ref().map_or(String::new(), |r| {
+        format!(
+            "; RoCEv2's job cost over InfiniBand's: median {:.3}, 10-90 % {:.3} to {:.3}",
+            r.p50, r.p10, r.p90
+        )
+    });
+    let decide: Vec<String> = v
+        .drivers
+        .iter()
+        .filter_map(|d| {
+            let b = d.breakeven.filter(|b| (d.low..=d.high).contains(b))?;
+            Some(format!(
+                "{} (break-even {}, range {} to {})",
+                d.input,
+                value(b, d.unit),
+                value(d.low, d.unit),
+                value(d.high, d.unit)
+            ))
+        })
+        .take(3)
+        .collect();
+    let mut t = if v.verdict == "too-close" {
+        format!(
+            "too close to call: neither fabric is cheaper per job in {:.0} % of the inputs' ranges (InfiniBand in {ib:.1} %, RoCEv2 in {roce:.1} % of {} samples{spread}); what decides it: {}",
+            v.threshold * 100.0,
+            thousands(v.samples as f64),
+            if decide.is_empty() { "no single input (several together)".into() } else { decide.join("; ") }
+        )
+    } else {
+        let (name, share) = if v.verdict == FabricKind::Infiniband.name() {
+            ("InfiniBand", ib)
+        } else {
+            ("RoCEv2", roce)
+        };
+        let mut t = format!(
+            "across the inputs' ranges: {name} is cheaper per job in {share:.1} % of {} samples{spread}",
+            thousands(v.samples as f64)
+        );
+        if let Some(d) = v.drivers.first() {
+            t += &format!(
+                "; the input that moves it most: {} (ratio {:.3} at {}, {:.3} at {})",
+                d.input,
+                d.ratio_at_low,
+                value(d.low, d.unit),
+                d.ratio_at_high,
+                value(d.high, d.unit)
+            );
+        }
+        t
+    };
+    if !latencies_sampled {
+        t += "; latencies are the scenario's own and held fixed (a [cluster] design samples its catalog latencies)";
+    }
+    if ends_unfinished {
+        t += "; a run at a latency's end did not finish, so that end is held at the base";
+    }
+    t
+}
+
+/// Decides between the two fabrics from their summaries and costs, and across the
+/// ranges on `surface` (`None`: a job did not finish, so the finishing fabric wins
+/// everywhere).
+pub fn recommend(
+    s: &Scenario,
+    sums: [&Summary; 2],
+    costs: [&NetworkCost; 2],
+    surface: Option<&Surface>,
+    ends_unfinished: bool,
+) -> Recommendation {
     let [ib, roce] = costs;
     let gpus = ib.gpus as f64;
     let g = ib.gpu_usd_per_hour;
@@ -222,7 +371,7 @@ pub fn recommend(s: &Scenario, sums: [&Summary; 2], costs: [&NetworkCost; 2]) ->
             (FabricKind::Infiniband, None)
         }
     };
-    let gpu_capex = gpus * gpu(s).0;
+    let gpu_capex = gpus * gpu(s).usd();
     reasons.push(format!(
         "network capital cost: InfiniBand {} ({:.1} % of the cluster with its GPUs), RoCEv2 {} ({:.1} %), a difference of {}",
         usd(ib.capex_usd),
@@ -282,7 +431,7 @@ pub fn recommend(s: &Scenario, sums: [&Summary; 2], costs: [&NetworkCost; 2]) ->
         // G g (ti - tr) = tr n_roce - ti n_ib, g = price / life + energy.
         if (ti - tr).abs() > ti * 1e-12 {
             let g_star = (tr * n_roce - ti * n_ib) / (gpus * (ti - tr));
-            let (_, watts) = gpu(s);
+            let watts = gpu(s).watts;
             let c = &s.cost;
             let energy = watts / 1000.0 * c.pue * c.electricity_usd_per_kwh;
             let p_star = (g_star - energy) * c.lifetime_years * HOURS_PER_YEAR;
@@ -296,7 +445,7 @@ pub fn recommend(s: &Scenario, sums: [&Summary; 2], costs: [&NetworkCost; 2]) ->
                 flip.push(format!(
                     "GPU price: both cost the same at {} per GPU (now {}); above it {above} is cheaper, below it {below}",
                     usd(p_star),
-                    usd(gpu(s).0)
+                    usd(gpu(s).usd())
                 ));
             } else {
                 flip.push(format!(
@@ -311,12 +460,22 @@ pub fn recommend(s: &Scenario, sums: [&Summary; 2], costs: [&NetworkCost; 2]) ->
         }
         flip.push("job length: both fabrics' costs grow in proportion to it, so it does not flip the answer".into());
     }
+    let across_ranges = match surface {
+        Some(surface) => {
+            let v = uncertainty::verdict(surface, s.compare.samples, s.compare.threshold, s.seed);
+            let latencies = surface.inputs().iter().any(|i| i.effect.changes_run());
+            reasons.insert(0, range_reason(&v, latencies, ends_unfinished));
+            v
+        }
+        None => Verdict::certain(fabric.name(), s.compare.threshold),
+    };
     Recommendation {
         fabric: fabric.name(),
         reasons,
         flip,
         flip_points: points,
         saving,
+        across_ranges,
     }
 }
 

@@ -38,15 +38,20 @@ pub fn rows(c: &Comparison) -> Vec<(String, String)> {
     for (i, t) in s.traffic.iter().enumerate() {
         rows.push((format!("workload #{i}"), traffic(t)));
     }
-    let (gpu_usd, gpu_watts) = gpu(s);
+    let g = gpu(s);
     let k = &s.cost;
     rows.push((
         "cost assumptions".into(),
         format!(
-            "GPU {} at ${} and {} W; {} years of life; electricity ${}/kWh at PUE {}; network support {} % of its capital cost a year{}",
+            "GPU {} at ${}{} and {} W; {} years of life; electricity ${}/kWh at PUE {}; network support {} % of its capital cost a year{}",
             s.hardware.gpu,
-            thousands(gpu_usd),
-            thousands(gpu_watts),
+            thousands(g.usd()),
+            g.nic_included.map_or(String::new(), |(nic, usd)| format!(
+                " (${} listed with its NIC; the {nic} at ${} is counted in the network)",
+                thousands(g.listed_usd),
+                thousands(usd)
+            )),
+            thousands(g.watts),
             k.lifetime_years,
             k.electricity_usd_per_kwh,
             k.pue,

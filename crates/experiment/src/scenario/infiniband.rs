@@ -47,6 +47,11 @@ pub(super) fn route_designs_adaptively(f: &FileIb, ib: &mut IbConfig) {
     }
 }
 
+/// Whether the file sets the HCA's send or receive latency.
+pub(super) fn sets_nic_latency(f: &FileIb) -> bool {
+    f.hca_tx_latency.is_some() || f.hca_rx_latency.is_some()
+}
+
 /// Reads `[fabric.infiniband]` into `ib` (starting from its defaults).
 pub(super) fn parse(c: &Ctx, f: &FileIb, ib: &mut IbConfig) -> Result<(), ScenarioError> {
     if let Some(v) = c.count(&key("virtual_lanes"), &f.virtual_lanes, 1, 15)? {

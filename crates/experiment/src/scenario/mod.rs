@@ -18,7 +18,7 @@ mod topology;
 mod traffic;
 
 pub use cluster::{describe as describe_design, ClusterDesigns, Hardware, Optics};
-pub use cost::CostSettings;
+pub use cost::{CompareSettings, CostRanges, CostSettings, SettingRange};
 pub use fabric::FabricKind;
 pub use nccl::NcclSettings;
 pub(crate) use simulation::packets_only;
@@ -68,6 +68,7 @@ struct FileRoot {
     catalog: Option<toml::Table>,
     simulation: Option<simulation::FileSimulation>,
     nccl: Option<nccl::FileNccl>,
+    compare: Option<cost::FileCompare>,
     /// `[[validation]]`: a validation case's reference figures, read by `fabricsim
     /// validate` (crate::validate), not by a run.
     #[serde(rename = "validation")]
@@ -106,6 +107,59 @@ pub struct Scenario {
     pub nccl_choices: Vec<String>,
     /// `[nccl]`: connections and the algorithm's default.
     pub nccl: nccl::NcclSettings,
+    /// `[compare]`: how the verdict samples the ranges.
+    pub compare: CompareSettings,
+    /// The run parameters taken from catalog entries (and so sampled over their ranges).
+    pub catalog_latency: CatalogLatency,
+}
+
+/// The latencies a `[cluster]` design takes from its catalog entries, unless the
+/// scenario sets them: the entries' names (their ranges are the verdict's to sample).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CatalogLatency {
+    /// Per fabric (InfiniBand, RoCEv2): the switch entry its switches' latency is from.
+    pub switch: [Option<String>; 2],
+    /// The NIC entry whose latency both fabrics' NICs have on each side.
+    pub nic: Option<String>,
+}
+
+/// Sets a design's switch and NIC latencies from their catalog entries where the scenario
+/// does not set them, and names the entries they came from.
+fn latencies_from_catalog(
+    f: &fabric::FileFabric,
+    catalog: &Catalog,
+    hw: &Hardware,
+    ib: &mut IbConfig,
+    roce: &mut RoceConfig,
+) -> CatalogLatency {
+    let mut from = CatalogLatency::default();
+    if f.switch_latency.is_none() {
+        for fabric in [FabricKind::Infiniband, FabricKind::Rocev2] {
+            let name = hw.switch_for(fabric);
+            if let Some(l) = catalog.get(name).and_then(|i| i.latency) {
+                match fabric {
+                    FabricKind::Infiniband => ib.switch_latency = l,
+                    FabricKind::Rocev2 => roce.switch_latency = l,
+                }
+                from.switch[fabric as usize] = Some(name.to_string());
+            }
+        }
+    }
+    if !infiniband::sets_nic_latency(&f.infiniband) && !rocev2::sets_nic_latency(&f.rocev2) {
+        if let Some(l) = catalog.get(&hw.nic).and_then(|i| i.latency) {
+            set_nic_latency(ib, roce, l);
+            from.nic = Some(hw.nic.clone());
+        }
+    }
+    from
+}
+
+/// Both fabrics' NICs take `l` to send and `l` to receive.
+pub(crate) fn set_nic_latency(ib: &mut IbConfig, roce: &mut RoceConfig, l: Time) {
+    ib.hca_tx_latency = l;
+    ib.hca_rx_latency = l;
+    roce.nic_tx_latency = l;
+    roce.nic_rx_latency = l;
 }
 
 /// `text` as a TOML string, quoted and escaped (a name or path may hold any character).
@@ -198,6 +252,7 @@ impl Scenario {
                 .require("cost.software", name, ItemKind::Software, None)
                 .map_err(invalid)?;
         }
+        let mut catalog_latency = CatalogLatency::default();
         let topo = match (cluster.designs, &root.topology) {
             (Some(_), Some(_)) => {
                 return Err(invalid(
@@ -212,15 +267,7 @@ impl Scenario {
                     )));
                 }
                 link_rate = d.nic_rate;
-                if root.fabric.switch_latency.is_none() {
-                    let latency = |f: FabricKind| catalog.get(cluster.hardware.switch_for(f)).and_then(|i| i.latency);
-                    if let Some(l) = latency(FabricKind::Infiniband) {
-                        ib.switch_latency = l;
-                    }
-                    if let Some(l) = latency(FabricKind::Rocev2) {
-                        roce.switch_latency = l;
-                    }
-                }
+                catalog_latency = latencies_from_catalog(&root.fabric, &catalog, &cluster.hardware, &mut ib, &mut roce);
                 topology::TopologySection::designed(d)
             }
             (None, t) => topology::parse(&c, t.as_ref().unwrap_or(&Default::default()), link_rate, base)?,
@@ -275,6 +322,7 @@ impl Scenario {
             None => None,
         };
         let level = simulation::parse(&c, root.simulation.as_ref(), designed)?;
+        let compare = cost::parse_compare(&c, root.compare.as_ref())?;
         let mut scenario = Scenario {
             name: root.name.unwrap_or_else(|| default_name.to_string()),
             seed,
@@ -296,6 +344,8 @@ impl Scenario {
             level_reason: None,
             nccl_choices,
             nccl,
+            compare,
+            catalog_latency,
         };
         scenario.set_level(level)?;
         Ok(scenario)

@@ -66,6 +66,11 @@ pub(super) fn key(k: &str) -> String {
     format!("fabric.rocev2.{k}")
 }
 
+/// Whether the file sets the NIC's send or receive latency.
+pub(super) fn sets_nic_latency(f: &FileRoce) -> bool {
+    f.nic_tx_latency.is_some() || f.nic_rx_latency.is_some()
+}
+
 /// Reads `[fabric.rocev2]` into `roce` (starting from its defaults); `hosts` bounds the
 /// pause storms' hosts.
 pub(super) fn parse(
