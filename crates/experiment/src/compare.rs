@@ -392,9 +392,18 @@ pub fn rows(c: &Comparison) -> Vec<Row> {
 /// The recommendation, then the side-by-side table.
 pub fn table(c: &Comparison) -> String {
     let r = &c.recommendation;
+    let v = &r.across_ranges;
+    let verdict = match v.verdict {
+        "too-close" => format!(
+            "too close to call (cheapest at the base values: {})",
+            r.fabric
+        ),
+        f if f != r.fabric => format!("{f} across the ranges ({} at the base values)", r.fabric),
+        f => f.to_string(),
+    };
     let mut s = format!(
-        "{}: InfiniBand vs RoCEv2\nrecommendation: {}\n",
-        c.runs[0].summary.scenario, r.fabric
+        "{}: InfiniBand vs RoCEv2\nrecommendation: {verdict}\n",
+        c.runs[0].summary.scenario
     );
     for line in &r.reasons {
         let _ = writeln!(s, "  - {line}");

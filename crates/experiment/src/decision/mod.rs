@@ -10,7 +10,6 @@
 pub mod bom;
 pub mod uncertainty;
 
-use crate::report::inputs::thousands;
 use crate::results::Summary;
 use crate::scenario::{CostSettings, FabricKind, Scenario};
 use bom::{BomLine, Counts};
@@ -222,6 +221,22 @@ fn sig(x: f64) -> String {
     format!("{x:.decimals$}")
 }
 
+/// A whole number with thousands separators (12,345); fractions rounded.
+pub fn thousands(x: f64) -> String {
+    let digits = format!("{:.0}", x.abs());
+    let mut out = String::new();
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    if x < 0.0 && digits != "0" {
+        out.insert(0, '-');
+    }
+    out
+}
+
 /// Dollars, shortened above ten thousand.
 fn usd(x: f64) -> String {
     let a = x.abs();
@@ -254,6 +269,7 @@ fn hours(h: f64) -> String {
 /// An input's value in its unit.
 pub fn value(x: f64, unit: &str) -> String {
     match unit {
+        "USD" if (1.0..1e4).contains(&x.abs()) => format!("${}", thousands(x)),
         "USD" => usd(x),
         "ns" => format!("{x:.0} ns"),
         "years" => format!("{x:.1} years"),
@@ -546,5 +562,19 @@ fn risk_reason(s: &Summary) -> String {
         "RoCEv2 risks seen in the run: none (no pause, drop, deadlock or watchdog trip)".into()
     } else {
         format!("RoCEv2 risks seen in the run: {}", risks.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::thousands;
+
+    #[test]
+    fn thousands_groups_digits_by_three() {
+        assert_eq!(thousands(0.0), "0");
+        assert_eq!(thousands(999.4), "999");
+        assert_eq!(thousands(1000.0), "1,000");
+        assert_eq!(thousands(820800.0), "820,800");
+        assert_eq!(thousands(-1234567.0), "-1,234,567");
     }
 }

@@ -4,7 +4,7 @@
 //! answers.
 
 use crate::compare::Comparison;
-use crate::decision::gpu;
+use crate::decision::{gpu, thousands};
 use crate::scenario::{describe_design, Scenario, TopologySpec};
 use fabricsim_core::units::ByteSize;
 use fabricsim_fabric::workload::Traffic;
@@ -142,35 +142,5 @@ fn traffic(t: &Traffic) -> String {
             job.source,
             job.ranks.len()
         ),
-    }
-}
-
-/// A whole number with thousands separators (12,345); fractions rounded.
-pub fn thousands(x: f64) -> String {
-    let digits = format!("{:.0}", x.abs());
-    let mut out = String::new();
-    for (i, ch) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    if x < 0.0 && digits != "0" {
-        out.insert(0, '-');
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::thousands;
-
-    #[test]
-    fn thousands_groups_digits_by_three() {
-        assert_eq!(thousands(0.0), "0");
-        assert_eq!(thousands(999.4), "999");
-        assert_eq!(thousands(1000.0), "1,000");
-        assert_eq!(thousands(820800.0), "820,800");
-        assert_eq!(thousands(-1234567.0), "-1,234,567");
     }
 }

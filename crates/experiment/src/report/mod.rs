@@ -2,7 +2,7 @@
 //! SVG, the recommendation first), summary.md and summary.json (the `--json` object),
 //! written as one folder atomically.
 
-pub(crate) mod inputs;
+mod inputs;
 mod plots;
 
 pub use plots::{identity_plot, line_plot};
@@ -40,18 +40,101 @@ fn fabric_title(name: &str) -> &'static str {
     }
 }
 
-/// The headline: which fabric, and by how much per job.
+/// The headline: the verdict across the ranges, and the base values' saving per job.
 fn headline(c: &Comparison) -> String {
     let r = &c.recommendation;
-    match r.saving {
+    let v = &r.across_ranges;
+    let share = |f: &str| v.share.get(f).copied().unwrap_or(0.0) * 100.0;
+    if v.verdict == "too-close" {
+        return format!(
+            "Too close to call: InfiniBand is cheaper per job in {:.0} % of the ranges, RoCEv2 in {:.0} %",
+            share("infiniband"),
+            share("rocev2")
+        );
+    }
+    let within = if v.samples > 0 {
+        format!("cheaper in {:.0} % of the ranges; ", share(v.verdict))
+    } else {
+        String::new()
+    };
+    match r.saving.filter(|_| r.fabric == v.verdict) {
         Some(s) => format!(
-            "Recommendation: {} ({:.2} % lower cost per job)",
-            fabric_title(r.fabric),
+            "Recommendation: {} ({within}{:.2} % lower cost per job at the base values)",
+            fabric_title(v.verdict),
             s * 100.0
         ),
-        None => format!("Recommendation: {}", fabric_title(r.fabric)),
+        None => format!(
+            "Recommendation: {}{}",
+            fabric_title(v.verdict),
+            if within.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", within.trim_end_matches("; "))
+            }
+        ),
     }
 }
+
+/// The drivers as rows: input, confidence, low / base / high, the ratio at each end and
+/// the break-even.
+fn driver_rows(c: &Comparison) -> Vec<[String; 6]> {
+    use crate::decision::value;
+    c.recommendation
+        .across_ranges
+        .drivers
+        .iter()
+        .map(|d| {
+            [
+                d.input.clone(),
+                d.confidence.name().to_string(),
+                range_text(d.low, d.base, d.high, d.unit),
+                format!("{:.3}", d.ratio_at_low),
+                format!("{:.3}", d.ratio_at_high),
+                d.breakeven.map_or("none".into(), |b| {
+                    let inside = (d.low..=d.high).contains(&b);
+                    format!(
+                        "{}{}",
+                        value(b, d.unit),
+                        if inside { " (in range)" } else { "" }
+                    )
+                }),
+            ]
+        })
+        .collect()
+}
+
+/// low / base / high in the input's unit, the unit said once.
+fn range_text(low: f64, base: f64, high: f64, unit: &str) -> String {
+    use crate::decision::value;
+    match unit {
+        "USD" | "USD/kWh" => format!(
+            "{} / {} / {}",
+            value(low, unit),
+            value(base, unit),
+            value(high, unit)
+        ),
+        _ => {
+            let plain = |x: f64| value(x, "");
+            let t = if unit == "ns" {
+                format!("{low:.0} / {base:.0} / {high:.0}")
+            } else if unit == "years" {
+                format!("{low:.1} / {base:.1} / {high:.1}")
+            } else {
+                format!("{} / {} / {}", plain(low), plain(base), plain(high))
+            };
+            format!("{t} {unit}").trim_end().to_string()
+        }
+    }
+}
+
+const DRIVER_HEADER: [&str; 6] = [
+    "input",
+    "confidence",
+    "low / base / high",
+    "RoCEv2 / IB cost at low",
+    "at high",
+    "break-even",
+];
 
 const STYLE: &str = "body{font-family:'DejaVu Sans',sans-serif;margin:24px auto;max-width:1000px;color:#222}\
 h1{font-size:22px}#recommendation{border:3px solid #2a7a2a;background:#eef8ee;padding:12px 18px;border-radius:6px}\
@@ -70,9 +153,10 @@ pub fn html(c: &Comparison) -> String {
     );
     let _ = write!(
         h,
-        "<h1>fabricsim: InfiniBand or RoCEv2 for {}</h1>\n<section id=\"recommendation\" data-fabric=\"{}\"><h2>{}</h2><ul>",
+        "<h1>fabricsim: InfiniBand or RoCEv2 for {}</h1>\n<section id=\"recommendation\" data-fabric=\"{}\" data-verdict=\"{}\"><h2>{}</h2><ul>",
         esc(&c.runs[0].summary.scenario),
         r.fabric,
+        r.across_ranges.verdict,
         esc(&headline(c))
     );
     for line in &r.reasons {
@@ -82,7 +166,30 @@ pub fn html(c: &Comparison) -> String {
     for line in &r.flip {
         let _ = write!(h, "<li>{}</li>", esc(line));
     }
-    h.push_str("</ul></section>\n<h2>What this answers</h2><table id=\"inputs\">");
+    h.push_str("</ul></section>\n");
+    let rows = driver_rows(c);
+    if !rows.is_empty() {
+        let v = &r.across_ranges;
+        let _ = write!(
+            h,
+            "<h2>Across the ranges</h2><p>Each input below is drawn uniformly from its range ({} samples, seeded by the scenario); a fabric is named when it is cheaper per job in at least {:.0} % of them. The table gives each input's swing with the others at base, the widest first.</p><table id=\"drivers\"><tr>",
+            crate::decision::thousands(v.samples as f64),
+            v.threshold * 100.0
+        );
+        for th in DRIVER_HEADER {
+            let _ = write!(h, "<th>{th}</th>");
+        }
+        h.push_str("</tr>");
+        for row in rows {
+            h.push_str("<tr>");
+            for cell in row {
+                let _ = write!(h, "<td>{}</td>", esc(&cell));
+            }
+            h.push_str("</tr>");
+        }
+        h.push_str("</table>\n");
+    }
+    h.push_str("<h2>What this answers</h2><table id=\"inputs\">");
     for (what, value) in inputs::rows(c) {
         let _ = write!(
             h,
@@ -117,6 +224,11 @@ pub fn html(c: &Comparison) -> String {
         }
     };
     let plots = [
+        (
+            "tornado",
+            plots::tornado(c),
+            "Each input at its low and high end, the others at base: the bars that cross the black line can flip the answer (grey: the base values).",
+        ),
         (
             "job-cost",
             plots::job_cost(c),
@@ -210,6 +322,17 @@ pub fn markdown(c: &Comparison) -> String {
     m.push_str("\nWhere it would flip:\n\n");
     for line in &r.flip {
         let _ = writeln!(m, "- {line}");
+    }
+    let rows = driver_rows(c);
+    if !rows.is_empty() {
+        m.push_str("\nAcross the ranges, what moves the answer most:\n\n|");
+        for th in DRIVER_HEADER {
+            let _ = write!(m, " {th} |");
+        }
+        m.push_str("\n|---|---|---|---:|---:|---|\n");
+        for row in rows {
+            let _ = writeln!(m, "| {} |", row.join(" | "));
+        }
     }
     m.push_str("\nWhat this answers:\n\n");
     for (what, value) in inputs::rows(c) {

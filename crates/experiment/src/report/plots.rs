@@ -576,3 +576,85 @@ pub fn identity_plot(title: &str, points: &[(String, f64, f64)]) -> String {
         Ok(())
     })
 }
+
+/// Drivers drawn in the tornado chart, the widest first.
+const TORNADO_ROWS: usize = 8;
+
+/// The tornado chart: for each input that moves the answer, RoCEv2's job cost over
+/// InfiniBand's with the input at its low end and at its high end (the others at base),
+/// about the base; left of 1 RoCEv2 is cheaper. None without drivers.
+pub fn tornado(c: &Comparison) -> Option<String> {
+    let v = &c.recommendation.across_ranges;
+    let rows: Vec<_> = v.drivers.iter().take(TORNADO_ROWS).collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let base = c.runs[1].cost.job_cost_usd? / c.runs[0].cost.job_cost_usd?;
+    let ends = rows
+        .iter()
+        .flat_map(|d| [d.ratio_at_low, d.ratio_at_high])
+        .chain([base, 1.0]);
+    let (lo, hi) = ends.fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(x), b.max(x)));
+    let pad = ((hi - lo) * 0.08).max(1e-3);
+    let (lo, hi) = (lo - pad, hi + pad);
+    let n = rows.len() as i32;
+    let labels: Vec<String> = rows.iter().map(|d| d.input.clone()).collect();
+    Some(svg(|root| {
+        // Two empty rows below the inputs hold the legend, clear of every bar.
+        let mut chart = frame(
+            &root,
+            "What moves the answer: RoCEv2's job cost over InfiniBand's",
+            250,
+        )
+        .build_cartesian_2d(lo..hi, (-2..n - 1).into_segmented())?;
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .x_desc("RoCEv2 / InfiniBand job cost (below 1: RoCEv2 cheaper)")
+            .x_label_formatter(&|x| format!("{x:.3}"))
+            .y_label_formatter(&|y| match y {
+                // Row 0 (the widest swing) at the top.
+                SegmentValue::CenterOf(i) if *i >= 0 => labels
+                    .get((n - 1 - *i) as usize)
+                    .cloned()
+                    .unwrap_or_default(),
+                _ => String::new(),
+            })
+            .draw()?;
+        let ends = [
+            ("input at its low end", PALETTE[0], true),
+            ("input at its high end", PALETTE[1], false),
+        ];
+        for (name, color, low) in ends {
+            let s = chart.draw_series(rows.iter().enumerate().map(|(k, d)| {
+                let y = n - 1 - k as i32;
+                let end = if low { d.ratio_at_low } else { d.ratio_at_high };
+                let mut bar = Rectangle::new(
+                    [
+                        (base.min(end), SegmentValue::Exact(y)),
+                        (base.max(end), SegmentValue::Exact(y + 1)),
+                    ],
+                    color.filled(),
+                );
+                bar.set_margin(4, 4, 0, 0);
+                bar
+            }))?;
+            s.label(name).legend(move |(x, y)| {
+                Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled())
+            });
+        }
+        let line = |x: f64, style: ShapeStyle| {
+            LineSeries::new(
+                [(x, SegmentValue::Exact(-2)), (x, SegmentValue::Exact(n))],
+                style,
+            )
+        };
+        chart
+            .draw_series(line(1.0, BLACK.stroke_width(2)))?
+            .label("both cost the same")
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 12, y)], BLACK.stroke_width(2)));
+        chart.draw_series(line(base, RGBColor(0x77, 0x77, 0x77).stroke_width(1)))?;
+        legend(&mut chart, SeriesLabelPosition::LowerRight)?;
+        Ok(())
+    }))
+}
