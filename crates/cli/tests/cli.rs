@@ -103,7 +103,32 @@ fn compare_with_no_file_decides_for_the_default_cluster() {
                 > 0.0
         );
     }
-    assert!(v["recommendation"]["fabric"].is_string());
+    let d = &v["recommendation"];
+    assert!(d["fabric"].is_string());
+    // The verdict across the ranges: a fabric or too close, with each fabric's share,
+    // and the inputs that move it, each with its range about its base.
+    let verdict = d["verdict"].as_str().unwrap();
+    assert!(["infiniband", "rocev2", "too-close"].contains(&verdict));
+    let share = |f: &str| d["share"][f].as_f64().unwrap();
+    assert!((share("infiniband") + share("rocev2") - 1.0).abs() < 1e-12);
+    if verdict != "too-close" {
+        assert!(share(verdict) >= d["threshold"].as_f64().unwrap());
+    }
+    let drivers = d["drivers"].as_array().unwrap();
+    for k in [
+        "spectrum-4-sn5600 price",
+        "quantum-2-qm9700 switch latency (InfiniBand)",
+    ] {
+        assert!(
+            drivers.iter().any(|x| x["input"] == k),
+            "{k} among the drivers"
+        );
+    }
+    for x in drivers {
+        let [lo, base, hi] = ["low", "base", "high"].map(|k| x[k].as_f64().unwrap());
+        assert!(lo <= base && base <= hi && lo < hi, "{x}");
+    }
+    assert!(d["reasons"][0].as_str().unwrap().contains("20,000 samples"));
 }
 
 /// compare on the training example shows both fabrics' iteration times, in the table

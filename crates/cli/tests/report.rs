@@ -46,6 +46,11 @@ fn headless(chromium: &Path, profile: &Path, page: &Path, args: &[&str]) -> Vec<
     out.stdout
 }
 
+/// Where the first plot starts in the DOM.
+fn first_plot_of(dom: &str) -> usize {
+    dom.find("class=\"plot\"").expect("plots")
+}
+
 fn page_of(report: &Path) -> PathBuf {
     report.join("report.html")
 }
@@ -93,12 +98,22 @@ fn the_report_renders_in_headless_chromium_with_the_decision_first() {
     );
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(report.join("summary.json")).unwrap()).unwrap();
-    let fabric = summary["recommendation"]["fabric"].as_str().unwrap();
-    let title = if fabric == "rocev2" {
-        "RoCEv2"
-    } else {
-        "InfiniBand"
+    let d_json = &summary["recommendation"];
+    let verdict = d_json["verdict"].as_str().unwrap();
+    let title = match verdict {
+        "rocev2" => "Recommendation: RoCEv2",
+        "infiniband" => "Recommendation: InfiniBand",
+        _ => "Too close to call",
     };
+    let shares: f64 = ["infiniband", "rocev2"]
+        .iter()
+        .map(|f| d_json["share"][f].as_f64().unwrap())
+        .sum();
+    assert!((shares - 1.0).abs() < 1e-12, "the shares cover the samples");
+    assert!(
+        !d_json["drivers"].as_array().unwrap().is_empty(),
+        "a designed cluster's inputs have ranges"
+    );
     let page = page_of(&report);
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(
@@ -117,11 +132,13 @@ fn the_report_renders_in_headless_chromium_with_the_decision_first() {
     let rec = dom
         .find("id=\"recommendation\"")
         .expect("the recommendation section");
+    assert!(dom[rec..].contains(title), "says {title}");
     assert!(
-        dom[rec..].contains(&format!("Recommendation: {title}")),
-        "names {title}"
+        dom.find("id=\"drivers\"")
+            .is_some_and(|at| at < first_plot_of(&dom)),
+        "the inputs that move the answer are listed before the plots"
     );
-    let first_plot = dom.find("class=\"plot\"").expect("plots");
+    let first_plot = first_plot_of(&dom);
     // What the verdict answers: the cluster, each network, the workload and the cost
     // assumptions, before the plots.
     let inputs = dom.find("id=\"inputs\"").expect("the inputs table");
@@ -147,6 +164,7 @@ fn the_report_renders_in_headless_chromium_with_the_decision_first() {
         "the recommendation comes before the plots"
     );
     for id in [
+        "tornado",
         "job-cost",
         "iteration",
         "fct-cdf",
