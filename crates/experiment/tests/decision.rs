@@ -237,6 +237,64 @@ fn the_bill_counts_each_nic_once() {
     }
 }
 
+/// Staff and licences a year add to each fabric's operating cost; a range makes them an
+/// input of the verdict, with the break-even where both jobs cost the same.
+#[test]
+fn operating_lines_enter_the_operating_cost_and_the_verdict() {
+    let text = |ops: &str| {
+        format!("[cluster]\ngpus = 64\n[cost]\n{ops}\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 9\nsize = \"1MiB\"\n")
+    };
+    let plain = compare::run_both(&scenario(&text("")), false, 2).unwrap();
+    let with = compare::run_both(
+        &scenario(&text(
+            "staff_usd_per_year = { infiniband = 2000000, rocev2 = [0, 200000, 4000000] }\nlicences_usd_per_year = { infiniband = 30000 }",
+        )),
+        false,
+        2,
+    )
+    .unwrap();
+    for (f, extra) in [(0, 2_030_000.0), (1, 200_000.0)] {
+        let (a, b) = (&plain.runs[f].cost, &with.runs[f].cost);
+        assert!((b.opex_usd_per_year - a.opex_usd_per_year - extra).abs() < 1e-6);
+        assert!((b.lifetime_usd - a.lifetime_usd - 5.0 * extra).abs() < 1e-6);
+    }
+    let v = &with.recommendation.across_ranges;
+    let d = v
+        .drivers
+        .iter()
+        .find(|d| d.input == "staff per year (RoCEv2)")
+        .expect("a ranged operating line is an input");
+    assert_eq!((d.low, d.base, d.high), (0.0, 200_000.0, 4_000_000.0));
+    assert!(
+        !v.drivers
+            .iter()
+            .any(|d| d.input.contains("(InfiniBand)") && d.input.starts_with("staff")),
+        "a point is not sampled"
+    );
+    // At the break-even both jobs cost the same: C = T (G g + n), n linear in staff.
+    {
+        let e = d.breakeven.expect("some staff cost levels the two");
+        let [ib, roce] = [&with.runs[0].cost, &with.runs[1].cost];
+        let n_roce = roce.network_usd_per_hour + (e - 200_000.0) / 8760.0;
+        let c_roce = roce.job_hours.unwrap() * (roce.gpus as f64 * roce.gpu_usd_per_hour + n_roce);
+        let c_ib = ib.job_cost_usd.unwrap();
+        assert!(
+            (c_roce / c_ib - 1.0).abs() < 1e-6,
+            "{c_roce} vs {c_ib} at {e}"
+        );
+    }
+    let e = fabricsim_experiment::scenario::Scenario::parse(
+        &text("staff_usd_per_year = { rocev2 = [3, 2, 1] }"),
+        "t",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("cost.staff_usd_per_year.rocev2 = [3, 2, 1]: must hold low <= base <= high"),
+        "{e}"
+    );
+}
+
 /// Bad [cluster] and [catalog] input names the key and value.
 #[test]
 fn cluster_errors_name_the_key() {

@@ -113,11 +113,18 @@ pub(crate) struct NetworkMoney {
     pub usd_per_hour: f64,
 }
 
-/// Power with PUE, energy and support per year, the lifetime cost and its hourly share.
-fn network_money(capex: f64, it_kw: f64, m: &MoneySettings) -> NetworkMoney {
+/// Power with PUE; energy, support and the operating lines (staff, licences:
+/// `operating_usd_per_year`) per year; the lifetime cost and its hourly share.
+fn network_money(
+    capex: f64,
+    it_kw: f64,
+    operating_usd_per_year: f64,
+    m: &MoneySettings,
+) -> NetworkMoney {
     let power_kw = it_kw * m.pue;
-    let opex =
-        power_kw * HOURS_PER_YEAR * m.electricity_usd_per_kwh + m.support_share_per_year * capex;
+    let opex = power_kw * HOURS_PER_YEAR * m.electricity_usd_per_kwh
+        + m.support_share_per_year * capex
+        + operating_usd_per_year;
     let lifetime = capex + opex * m.lifetime_years;
     NetworkMoney {
         power_kw,
@@ -161,7 +168,8 @@ pub fn price(
     let m = MoneySettings::of(&s.cost);
     let capex: f64 = bom.iter().map(BomLine::usd).sum();
     let it_kw = bom.iter().map(BomLine::total_watts).sum::<f64>() / 1000.0;
-    let net = network_money(capex, it_kw, &m);
+    let operating = s.cost.operations.usd_per_year(fabric as usize);
+    let net = network_money(capex, it_kw, operating, &m);
     let per_hour = net.usd_per_hour;
     let g_cost = gpu(s);
     let g = gpu_per_hour(g_cost.usd(), g_cost.watts, &m);

@@ -29,6 +29,10 @@ pub enum Effect {
     ElectricityUsdPerKwh,
     Pue,
     SupportSharePerYear,
+    /// A fabric's staff to run and tune it, a year.
+    StaffPerYear(FabricKind),
+    /// A fabric's licences and software support, a year.
+    LicencesPerYear(FabricKind),
     /// The switch latency of one fabric's design (a run parameter).
     SwitchLatency(FabricKind),
     /// Both fabrics' NIC latency on each side (a run parameter).
@@ -111,7 +115,7 @@ pub fn money_inputs(s: &Scenario, costs: [&NetworkCost; 2]) -> Vec<Input> {
         effect: Effect::GpuPrice,
     });
     let r = &s.cost.ranges;
-    let setting = |name: &str, unit, x: &SettingRange, effect| Input {
+    let setting = |name: &str, unit: &'static str, x: &SettingRange, effect| Input {
         name: name.into(),
         unit,
         range: x.range,
@@ -137,6 +141,22 @@ pub fn money_inputs(s: &Scenario, costs: [&NetworkCost; 2]) -> Vec<Input> {
         &r.support_share_per_year,
         Effect::SupportSharePerYear,
     ));
+    let o = &s.cost.operations;
+    for fabric in [FabricKind::Infiniband, FabricKind::Rocev2] {
+        let f = fabric as usize;
+        v.push(setting(
+            &format!("staff per year ({})", fabric.label()),
+            "USD",
+            &o.staff_usd_per_year[f],
+            Effect::StaffPerYear(fabric),
+        ));
+        v.push(setting(
+            &format!("licences per year ({})", fabric.label()),
+            "USD",
+            &o.licences_usd_per_year[f],
+            Effect::LicencesPerYear(fabric),
+        ));
+    }
     v.retain(|i| !i.range.is_point());
     v
 }
@@ -245,6 +265,9 @@ struct Basis {
     /// Catalog entry, count, base unit price.
     lines: Vec<(String, f64, f64)>,
     it_kw: f64,
+    /// Staff and licences a year.
+    staff: f64,
+    licences: f64,
 }
 
 /// The job cost of both fabrics at any point of the ranges.
@@ -276,7 +299,10 @@ impl Surface {
         let offset = inputs.len();
         inputs.extend(run_inputs);
         let hours = [costs[0].job_hours?, costs[1].job_hours?];
+        let ops = &s.cost.operations;
         let basis = [0, 1].map(|f| Basis {
+            staff: ops.staff_usd_per_year[f].range.base,
+            licences: ops.licences_usd_per_year[f].range.base,
             hours: hours[f],
             lines: costs[f]
                 .bom
@@ -323,6 +349,8 @@ impl Surface {
         let mut gpu_usd = None;
         let mut prices: BTreeMap<&str, f64> = BTreeMap::new();
         let mut dt = [0.0; 2];
+        let mut staff = [0, 1].map(|f| self.basis[f].staff);
+        let mut licences = [0, 1].map(|f| self.basis[f].licences);
         for (k, (input, &v)) in self.inputs.iter().zip(x).enumerate() {
             match &input.effect {
                 Effect::Price(name) => {
@@ -333,6 +361,8 @@ impl Surface {
                 Effect::ElectricityUsdPerKwh => m.electricity_usd_per_kwh = v,
                 Effect::Pue => m.pue = v,
                 Effect::SupportSharePerYear => m.support_share_per_year = v,
+                Effect::StaffPerYear(f) => staff[*f as usize] = v,
+                Effect::LicencesPerYear(f) => licences[*f as usize] = v,
                 Effect::SwitchLatency(_) | Effect::NicLatency => {
                     for (f, d) in dt.iter_mut().enumerate() {
                         *d += interpolate(&input.range, self.deltas[k][f], v);
@@ -353,7 +383,7 @@ impl Surface {
                 .iter()
                 .map(|(name, n, unit)| n * prices.get(name.as_str()).copied().unwrap_or(*unit))
                 .sum();
-            let net = network_money(capex, b.it_kw, &m);
+            let net = network_money(capex, b.it_kw, staff[f] + licences[f], &m);
             (b.hours + dt[f]) * (self.gpus * g + net.usd_per_hour)
         })
     }

@@ -43,7 +43,7 @@ pub fn rows(c: &Comparison) -> Vec<(String, String)> {
     rows.push((
         "cost assumptions".into(),
         format!(
-            "GPU {} at ${}{} and {} W; {} years of life; electricity ${}/kWh at PUE {}; network support {} % of its capital cost a year{}",
+            "GPU {} at ${}{} and {} W; {} years of life; electricity ${}/kWh at PUE {}; network support {} % of its capital cost a year{}; {}",
             s.hardware.gpu,
             thousands(g.usd()),
             g.nic_included.map_or(String::new(), |(nic, usd)| format!(
@@ -60,11 +60,28 @@ pub fn rows(c: &Comparison) -> Vec<(String, String)> {
                 String::new()
             } else {
                 format!("; software: {}", k.software.join(", "))
-            }
+            },
+            operations(k)
         ),
     ));
     rows.push(("seed".into(), s.seed.to_string()));
     rows
+}
+
+/// Staff and licences per fabric, or that none are counted.
+fn operations(k: &crate::scenario::CostSettings) -> String {
+    let o = &k.operations;
+    if (0..2).all(|f| o.usd_per_year(f) == 0.0) {
+        return "staff and licences not counted (zero unless set: [cost] staff_usd_per_year, licences_usd_per_year)".into();
+    }
+    let per = |f: usize| {
+        format!(
+            "${} staff and ${} licences a year",
+            thousands(o.staff_usd_per_year[f].range.base),
+            thousands(o.licences_usd_per_year[f].range.base)
+        )
+    };
+    format!("InfiniBand {}, RoCEv2 {}", per(0), per(1))
 }
 
 /// GPUs, servers, the network's style and rate.

@@ -1,7 +1,7 @@
 //! `[cost]`: what money and energy cost, overriding the defaults and the catalog's GPU;
 //! `[compare]`: how the verdict is sampled.
 
-use super::reader::{Ctx, Field};
+use super::reader::{Ctx, Field, RangeField};
 use super::ScenarioError;
 use crate::catalog::{Confidence, Range};
 use serde::Deserialize;
@@ -19,6 +19,47 @@ pub(super) struct FileCost {
     support_share_per_year: Field,
     runs_per_job: Field,
     software: Option<Vec<Spanned<String>>>,
+    staff_usd_per_year: Option<FilePerFabric>,
+    licences_usd_per_year: Option<FilePerFabric>,
+}
+
+/// A yearly figure per fabric.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FilePerFabric {
+    infiniband: RangeField,
+    rocev2: RangeField,
+}
+
+/// What running a fabric costs a year beyond energy and support, per fabric
+/// (InfiniBand, RoCEv2): zero unless the scenario sets it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Operations {
+    /// People to run and tune the fabric (`staff_usd_per_year`).
+    pub staff_usd_per_year: [SettingRange; 2],
+    /// Licences and software support: UFM, a NOS (`licences_usd_per_year`).
+    pub licences_usd_per_year: [SettingRange; 2],
+}
+
+impl Default for Operations {
+    fn default() -> Self {
+        let none = SettingRange {
+            range: Range::point(0.0),
+            confidence: Confidence::Placeholder,
+            source: "no published figure found: zero unless the scenario sets it",
+        };
+        Operations {
+            staff_usd_per_year: [none; 2],
+            licences_usd_per_year: [none; 2],
+        }
+    }
+}
+
+impl Operations {
+    /// A fabric's base operating lines a year (index 0 InfiniBand, 1 RoCEv2).
+    pub fn usd_per_year(&self, fabric: usize) -> f64 {
+        self.staff_usd_per_year[fabric].range.base + self.licences_usd_per_year[fabric].range.base
+    }
 }
 
 /// A money-model setting's range and how sure it is; a value the scenario sets is the
@@ -133,6 +174,8 @@ pub struct CostSettings {
     pub software: Vec<String>,
     /// The ranges the verdict samples (a setting the scenario gives is a point).
     pub ranges: CostRanges,
+    /// Staff and licences per fabric, a year.
+    pub operations: Operations,
 }
 
 impl Default for CostSettings {
@@ -147,6 +190,7 @@ impl Default for CostSettings {
             runs_per_job: 1.0,
             software: Vec::new(),
             ranges: CostRanges::default(),
+            operations: Operations::default(),
         }
     }
 }
@@ -191,6 +235,32 @@ pub(super) fn parse(c: &Ctx, f: Option<&FileCost>) -> Result<CostSettings, Scena
     if let Some(x) = c.number("cost.runs_per_job", &f.runs_per_job, 1.0, 1e12)? {
         s.runs_per_job = x;
     }
+    for (key, file, lines) in [
+        (
+            "cost.staff_usd_per_year",
+            &f.staff_usd_per_year,
+            &mut s.operations.staff_usd_per_year,
+        ),
+        (
+            "cost.licences_usd_per_year",
+            &f.licences_usd_per_year,
+            &mut s.operations.licences_usd_per_year,
+        ),
+    ] {
+        let Some(file) = file else { continue };
+        for (i, (fabric, v)) in [("infiniband", &file.infiniband), ("rocev2", &file.rocev2)]
+            .into_iter()
+            .enumerate()
+        {
+            if let Some(range) = c.range(&format!("{key}.{fabric}"), v, 0.0, 1e10)? {
+                lines[i] = SettingRange {
+                    range,
+                    confidence: Confidence::Sourced,
+                    source: "set in the scenario",
+                };
+            }
+        }
+    }
     s.software = f
         .software
         .iter()
@@ -215,5 +285,25 @@ pub(super) fn write_toml(s: &CostSettings, out: &mut String) {
     }
     if !s.software.is_empty() {
         let _ = writeln!(out, "software = {:?}", s.software);
+    }
+    let o = &s.operations;
+    for (key, lines) in [
+        ("staff_usd_per_year", &o.staff_usd_per_year),
+        ("licences_usd_per_year", &o.licences_usd_per_year),
+    ] {
+        let r = |i: usize| {
+            let x = lines[i].range;
+            if x.is_point() {
+                format!("{:?}", x.base)
+            } else {
+                format!("[{:?}, {:?}, {:?}]", x.low, x.base, x.high)
+            }
+        };
+        let _ = writeln!(
+            out,
+            "{key} = {{ infiniband = {}, rocev2 = {} }}",
+            r(0),
+            r(1)
+        );
     }
 }

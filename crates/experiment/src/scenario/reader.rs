@@ -31,6 +31,17 @@ pub(super) enum Raw {
 /// An optional key's value with its place in the file.
 pub(super) type Field = Option<Spanned<Raw>>;
 
+/// A number, or a range of three as `[low, base, high]`.
+#[derive(Deserialize, Clone, Debug)]
+#[serde(untagged)]
+pub(super) enum RangeRaw {
+    One(Raw),
+    Three(Vec<Raw>),
+}
+
+/// An optional key that takes a number or `[low, base, high]`.
+pub(super) type RangeField = Option<Spanned<RangeRaw>>;
+
 /// A message as a scenario error.
 pub(super) fn invalid(msg: String) -> ScenarioError {
     ScenarioError::Invalid(msg)
@@ -66,6 +77,52 @@ impl Ctx<'_> {
             self.line(v.span()),
             show(v.get_ref())
         ))
+    }
+
+    /// A plain number from `lo` to `hi`, or `[low, base, high]` of them in order: a
+    /// range (a number is a point).
+    pub fn range(
+        &self,
+        key: &str,
+        v: &RangeField,
+        lo: f64,
+        hi: f64,
+    ) -> Result<Option<crate::catalog::Range>, ScenarioError> {
+        let Some(v) = v else { return Ok(None) };
+        let shown = match v.get_ref() {
+            RangeRaw::One(r) => show(r),
+            RangeRaw::Three(rs) => {
+                format!("[{}]", rs.iter().map(show).collect::<Vec<_>>().join(", "))
+            }
+        };
+        let fail = |msg: &str| {
+            invalid(format!(
+                "line {}: {key} = {shown}: {msg}",
+                self.line(v.span())
+            ))
+        };
+        let number = |r: &Raw| match r {
+            Raw::Int(i) => Some(*i as f64),
+            Raw::Float(x) => Some(*x),
+            Raw::Str(_) => None,
+        };
+        let xs: Vec<f64> = match v.get_ref() {
+            RangeRaw::One(r) => vec![number(r); 3].into_iter().collect::<Option<_>>(),
+            RangeRaw::Three(rs) if rs.len() == 3 => rs.iter().map(number).collect(),
+            RangeRaw::Three(_) => None,
+        }
+        .ok_or_else(|| fail("must be a plain number, or [low, base, high]"))?;
+        if xs.iter().any(|x| !(lo..=hi).contains(x)) {
+            return Err(fail(&format!("each must be from {lo} to {hi}")));
+        }
+        if !(xs[0] <= xs[1] && xs[1] <= xs[2]) {
+            return Err(fail("must hold low <= base <= high"));
+        }
+        Ok(Some(crate::catalog::Range {
+            low: xs[0],
+            base: xs[1],
+            high: xs[2],
+        }))
     }
 
     /// A quantity of `dim` in its base unit (ps, b/s, bytes, mm): a string with a unit,
