@@ -180,3 +180,28 @@ fn the_verdict_is_deterministic() {
     assert!(a.contains("\"verdict\":"), "{a}");
     assert!(a.contains("\"drivers\":"), "{a}");
 }
+
+/// A design runs each fabric at its best practice unless the scenario says otherwise,
+/// and the verdict says which it is.
+#[test]
+fn the_verdict_says_when_a_fabric_is_not_at_its_best_practice() {
+    let base = "[cluster]\ngpus = 16\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 9\nsize = \"1MiB\"\n";
+    let best = run(base);
+    assert!(
+        best.recommendation.reasons[1].starts_with("each fabric at its best practice"),
+        "{:?}",
+        best.recommendation.reasons
+    );
+    let text = format!(
+        "{base}[fabric.infiniband]\nadaptive_routing = false\n[fabric.rocev2]\ncongestion_control = \"none\"\necn = {{ enabled = false }}\n"
+    );
+    let r = &run(&text).recommendation.reasons[1];
+    for needle in [
+        "not each fabric at its best practice",
+        "InfiniBand routes statically",
+        "RoCEv2 without congestion control",
+        "RoCEv2 without ECN marking",
+    ] {
+        assert!(r.contains(needle), "{needle}: {r}");
+    }
+}

@@ -349,6 +349,18 @@ fn range_reason(v: &Verdict, latencies_sampled: bool, ends_unfinished: bool) -> 
     t
 }
 
+/// Whether both fabrics run as their vendors recommend, or how the scenario departs.
+fn practice_reason(s: &Scenario) -> String {
+    if s.departures.is_empty() {
+        "each fabric at its best practice: InfiniBand routes adaptively (NCCL_IB_ADAPTIVE_ROUTING, on by default since NCCL 2.16); RoCEv2 runs PFC, ECN and DCQCN at the ConnectX firmware's defaults (NVIDIA DOCA); SHARP is not assumed, as NCCL enables it only with NCCL_COLLNET_ENABLE=1".into()
+    } else {
+        format!(
+            "not each fabric at its best practice, as the scenario sets it: {}; the verdict is for these settings",
+            s.departures.join("; ")
+        )
+    }
+}
+
 /// Decides between the two fabrics from their summaries and costs, and across the
 /// ranges on `surface` (`None`: a job did not finish, so the finishing fabric wins
 /// everywhere).
@@ -484,6 +496,7 @@ pub fn recommend(
         }
         flip.push("job length: both fabrics' costs grow in proportion to it, so it does not flip the answer".into());
     }
+    reasons.insert(0, practice_reason(s));
     let across_ranges = match surface {
         Some(surface) => {
             let v = uncertainty::verdict(surface, s.compare.samples, s.compare.threshold, s.seed);

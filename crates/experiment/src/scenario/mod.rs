@@ -111,6 +111,9 @@ pub struct Scenario {
     pub compare: CompareSettings,
     /// The run parameters taken from catalog entries (and so sampled over their ranges).
     pub catalog_latency: CatalogLatency,
+    /// How the scenario runs either fabric otherwise than at its best practice, in
+    /// words (empty: both at their best practice).
+    pub departures: Vec<String>,
 }
 
 /// The latencies a `[cluster]` design takes from its catalog entries, unless the
@@ -323,6 +326,15 @@ impl Scenario {
         };
         let level = simulation::parse(&c, root.simulation.as_ref(), designed)?;
         let compare = cost::parse_compare(&c, root.compare.as_ref())?;
+        let mut departures = Vec::new();
+        if !ib.adaptive_routing {
+            departures.push(if designed {
+                "InfiniBand routes statically (`[fabric.infiniband] adaptive_routing = false`)".to_string()
+            } else {
+                "InfiniBand routes statically (a [topology] keeps adaptive routing off unless `[fabric.infiniband] adaptive_routing = true`)".to_string()
+            });
+        }
+        departures.extend(rocev2::departures(&root.fabric.rocev2));
         let mut scenario = Scenario {
             name: root.name.unwrap_or_else(|| default_name.to_string()),
             seed,
@@ -346,6 +358,7 @@ impl Scenario {
             nccl,
             compare,
             catalog_latency,
+            departures,
         };
         scenario.set_level(level)?;
         Ok(scenario)

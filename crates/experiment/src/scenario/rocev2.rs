@@ -66,6 +66,60 @@ pub(super) fn key(k: &str) -> String {
     format!("fabric.rocev2.{k}")
 }
 
+/// How the file departs from RoCEv2 as its vendors recommend running it: PFC on the
+/// RDMA priority, ECN marking, DCQCN at the ConnectX firmware's defaults (NVIDIA DOCA
+/// "DCQCN CC Parameters"; docs/PARAMETERS.md). Each departure in words.
+pub(super) fn departures(f: &FileRoce) -> Vec<String> {
+    let mut v = Vec::new();
+    if f.pfc == Some(false) {
+        v.push("RoCEv2 without PFC (`pfc = false`: lossy, go-back-N recovers drops)".into());
+    }
+    match &f.ecn {
+        Some(e) if e.enabled == Some(false) => {
+            v.push("RoCEv2 without ECN marking (`ecn = { enabled = false }`)".into())
+        }
+        Some(_) => v.push("RoCEv2's ECN thresholds as the scenario sets them".into()),
+        None => {}
+    }
+    let cc = f.congestion_control.as_ref().map(|c| c.get_ref().as_str());
+    if cc == Some("none") {
+        v.push("RoCEv2 without congestion control (`congestion_control = \"none\"`, as Meta ran its 400G clusters: docs/REFERENCE.md 8b)".into());
+    }
+    if let Some(p) = f.dcqcn_preset.as_ref().map(|p| p.get_ref().as_str()) {
+        if p != "connectx" {
+            v.push(format!(
+                "DCQCN with the `{p}` preset, not the ConnectX firmware's defaults"
+            ));
+        }
+    }
+    let tuned = [
+        ("alpha_period", &f.alpha_period),
+        ("increase_period", &f.increase_period),
+        ("byte_counter", &f.byte_counter),
+        ("fast_recovery_steps", &f.fast_recovery_steps),
+        ("rate_ai", &f.rate_ai),
+        ("rate_hai", &f.rate_hai),
+        ("min_rate", &f.min_rate),
+        ("rate_decrease_period", &f.rate_decrease_period),
+        ("cnp_interval", &f.cnp_interval),
+    ];
+    let mut keys: Vec<&str> = tuned
+        .iter()
+        .filter(|(_, x)| x.is_some())
+        .map(|(k, _)| *k)
+        .collect();
+    if f.dcqcn_g.is_some() {
+        keys.insert(0, "dcqcn_g");
+    }
+    if !keys.is_empty() {
+        v.push(format!(
+            "DCQCN's {} as the scenario sets them",
+            keys.join(", ")
+        ));
+    }
+    v
+}
+
 /// Whether the file sets the NIC's send or receive latency.
 pub(super) fn sets_nic_latency(f: &FileRoce) -> bool {
     f.nic_tx_latency.is_some() || f.nic_rx_latency.is_some()
