@@ -51,6 +51,50 @@ fn first_plot_of(dom: &str) -> usize {
     dom.find("class=\"plot\"").expect("plots")
 }
 
+/// A screenshot's pixels (RGB or RGBA, each a slice).
+fn pixels(png_path: &Path) -> Vec<Vec<u8>> {
+    let decoder = png::Decoder::new(std::io::BufReader::new(
+        std::fs::File::open(png_path).unwrap(),
+    ));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let channels = info.line_size / info.width as usize;
+    buf[..info.buffer_size()]
+        .chunks(channels)
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+/// Whether an axis or legend label is a raw float: a trailing ".0", five or more digits
+/// without separators, or more than four decimals.
+fn raw_float(label: &str) -> bool {
+    let t = label.trim();
+    let digits = |x: &str| !x.is_empty() && x.chars().all(|c| c.is_ascii_digit());
+    let unsigned = t.strip_prefix('-').unwrap_or(t);
+    match unsigned.split_once('.') {
+        Some((whole, frac)) if digits(whole) && digits(frac) => {
+            frac.chars().all(|c| c == '0') || frac.len() > 4 || whole.len() >= 5
+        }
+        None => digits(unsigned) && unsigned.len() >= 5,
+        _ => false,
+    }
+}
+
+/// The text of every `<text>` element in `svg`.
+fn svg_texts(svg: &str) -> Vec<String> {
+    let mut v = Vec::new();
+    let mut rest = svg;
+    while let Some(at) = rest.find("<text") {
+        rest = &rest[at..];
+        let open = rest.find('>').expect("a text element closes its tag");
+        let close = rest.find("</text>").expect("a text element ends");
+        v.push(rest[open + 1..close].to_string());
+        rest = &rest[close..];
+    }
+    v
+}
+
 fn page_of(report: &Path) -> PathBuf {
     report.join("report.html")
 }
@@ -195,22 +239,18 @@ fn the_report_renders_in_headless_chromium_with_the_decision_first() {
             &format!("--screenshot={}", png_path.display()),
         ],
     );
-    let decoder = png::Decoder::new(std::io::BufReader::new(
-        std::fs::File::open(&png_path).unwrap(),
-    ));
-    let mut reader = decoder.read_info().unwrap();
-    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
-    let info = reader.next_frame(&mut buf).unwrap();
-    let channels = info.line_size / info.width as usize;
-    let pixels: Vec<&[u8]> = buf[..info.buffer_size()].chunks(channels).collect();
-    let white = pixels.iter().filter(|p| p[..3] == [255, 255, 255]).count();
-    let inked = 1.0 - white as f64 / pixels.len() as f64;
+    let first_screen = pixels(&png_path);
+    let white = first_screen
+        .iter()
+        .filter(|p| p[..3] == [255, 255, 255])
+        .count();
+    let inked = 1.0 - white as f64 / first_screen.len() as f64;
     assert!(
         inked > 0.05,
         "the first screen is {:.1} % ink",
         inked * 100.0
     );
-    let border = pixels
+    let border = first_screen
         .iter()
         .filter(|p| p[..3] == [0x2a, 0x7a, 0x2a])
         .count();
@@ -218,4 +258,78 @@ fn the_report_renders_in_headless_chromium_with_the_decision_first() {
         border > 1000,
         "the recommendation box is on the first screen ({border} border pixels)"
     );
+
+    // Every plot on its own: ink in its area (coloured marks, not only grey grid and
+    // black text), and no axis label a raw float.
+    let mut rest = html.as_str();
+    let mut drawn = 0;
+    while let Some(at) = rest.find("<figure class=\"plot\" id=\"plot-") {
+        rest = &rest[at..];
+        let end = rest.find("</figure>").expect("a figure ends");
+        let figure = &rest[..end];
+        rest = &rest[end..];
+        let id = &figure["<figure class=\"plot\" id=\"plot-".len()..];
+        let id = &id[..id.find('"').unwrap()];
+        let svg = &figure[figure.find("<svg").expect("an SVG")..figure.find("</svg>").unwrap() + 6];
+        for label in svg_texts(svg) {
+            assert!(
+                !raw_float(&label),
+                "plot {id}: the label {label:?} is a raw float"
+            );
+        }
+        let one = d.join(format!("plot-{id}.html"));
+        std::fs::write(
+            &one,
+            format!("<html><body style=\"margin:0\">{svg}</body></html>"),
+        )
+        .unwrap();
+        let shot = d.join(format!("plot-{id}.png"));
+        headless(
+            &chromium,
+            &d.join(format!("profile-{id}")),
+            &one,
+            &[
+                "--window-size=740,380",
+                &format!("--screenshot={}", shot.display()),
+            ],
+        );
+        let coloured = pixels(&shot)
+            .iter()
+            .filter(|p| {
+                let (hi, lo) = (p[..3].iter().max().unwrap(), p[..3].iter().min().unwrap());
+                hi - lo > 60
+            })
+            .count();
+        assert!(
+            coloured > 500,
+            "plot {id} has {coloured} coloured pixels: no ink"
+        );
+        drawn += 1;
+    }
+    assert!(drawn >= 9, "{drawn} plots drawn");
+}
+
+#[test]
+fn raw_floats_are_told_from_labels() {
+    for raw in [
+        "2000.0",
+        "100000",
+        "0.30000000000000004",
+        "-10.0",
+        "12345.5",
+    ] {
+        assert!(raw_float(raw), "{raw}");
+    }
+    for fine in [
+        "2,000",
+        "0.95",
+        "1 MiB",
+        "40:3",
+        "flow 3968",
+        "10",
+        "1.25",
+        "InfiniBand",
+    ] {
+        assert!(!raw_float(fine), "{fine}");
+    }
 }

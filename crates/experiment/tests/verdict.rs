@@ -185,7 +185,8 @@ fn the_verdict_is_deterministic() {
 /// and the verdict says which it is.
 #[test]
 fn the_verdict_says_when_a_fabric_is_not_at_its_best_practice() {
-    let base = "[cluster]\ngpus = 16\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 9\nsize = \"1MiB\"\n";
+    let base =
+        "[cluster]\ngpus = 16\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 9\nsize = \"1MiB\"\n";
     let best = run(base);
     assert!(
         best.recommendation.reasons[1].starts_with("each fabric at its best practice"),

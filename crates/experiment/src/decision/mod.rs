@@ -219,7 +219,7 @@ pub struct Recommendation {
 }
 
 /// `x` with three significant digits (at least two decimals), for small amounts.
-fn sig(x: f64) -> String {
+pub(crate) fn sig(x: f64) -> String {
     let a = x.abs();
     let decimals = if a >= 1.0 || a == 0.0 {
         2
@@ -434,6 +434,9 @@ pub fn recommend(
             usd(dt * gpus * g)
         ));
     }
+    if let Some(r) = microsecond_reason(sums, costs) {
+        reasons.push(r);
+    }
     reasons.push(tail_reason(sums));
     reasons.push(risk_reason(sums[1]));
     if sums.iter().any(|s| s.level == "flow") {
@@ -514,6 +517,32 @@ pub fn recommend(
         saving,
         across_ranges,
     }
+}
+
+/// The seed's point in this cluster's terms: what one microsecond more per exchange adds
+/// to the (longest) training job on each fabric, in hours and dollars.
+fn microsecond_reason(sums: [&Summary; 2], costs: [&NetworkCost; 2]) -> Option<String> {
+    let per = |f: usize| {
+        let extra = sums[f]
+            .training
+            .iter()
+            .filter_map(|t| t.extra_job_seconds_per_us_per_exchange)
+            .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))?;
+        let k = costs[f];
+        let h = extra / 3600.0;
+        Some((
+            h,
+            h * (k.gpus as f64 * k.gpu_usd_per_hour + k.network_usd_per_hour),
+        ))
+    };
+    let (ib, roce) = (per(0)?, per(1)?);
+    Some(format!(
+        "a microsecond: 1 us more per exchange adds {} to the job on InfiniBand ({}) and {} on RoCEv2 ({})",
+        hours(ib.0),
+        usd(ib.1),
+        hours(roce.0),
+        usd(roce.1)
+    ))
 }
 
 /// Tail latency and jitter: FCT p99 against p50, and the spread of iteration times.

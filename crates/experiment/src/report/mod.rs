@@ -75,6 +75,15 @@ fn headline(c: &Comparison) -> String {
     }
 }
 
+/// A table cell: thousands separated from 1,000 up, else at most three decimals.
+fn cell(v: f64) -> String {
+    if !v.is_finite() {
+        "-".into()
+    } else {
+        plots::tick(&v)
+    }
+}
+
 /// The drivers as rows: input, confidence, low / base / high, the ratio at each end and
 /// the break-even.
 fn driver_rows(c: &Comparison) -> Vec<[String; 6]> {
@@ -209,74 +218,101 @@ pub fn html(c: &Comparison) -> String {
             h,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{q}</td></tr>",
             esc(&name),
-            compare::num(a),
-            compare::num(b)
+            cell(a),
+            cell(b)
         );
     }
     h.push_str("</table>\n<h2>Plots</h2>\n");
-    let mut figure = |id: &str, svg: Option<String>, caption: &str| {
-        if let Some(svg) = svg {
-            let _ = writeln!(
-                h,
-                "<figure class=\"plot\" id=\"plot-{id}\">{svg}<figcaption>{}</figcaption></figure>",
-                esc(caption)
-            );
-        }
-    };
+    // Each plot, or a line saying why it has nothing to show.
+    let flow = c.runs.iter().any(|r| r.summary.level == "flow");
     let plots = [
         (
             "tornado",
             plots::tornado(c),
             "Each input at its low and high end, the others at base: the bars that cross the black line can flip the answer (grey: the base values).",
+            "no input has a range (every figure is the scenario's own), or a job did not finish",
         ),
         (
             "job-cost",
             plots::job_cost(c),
             "The job's cost: its GPUs' hours and its network's hours.",
+            "a fabric's job did not finish",
         ),
         (
             "iteration",
             plots::iteration_split(c),
             "Training iteration time: compute, and communication not hidden behind it.",
+            "the scenario has no training job",
         ),
         (
             "busbw",
             plots::collective_busbw(c),
             "Collective bus bandwidth, as nccl-tests reports it.",
+            "the scenario has no collective",
         ),
         (
             "fct-cdf",
             Some(plots::fct_cdf(c)),
             "Flow completion times (every message of the run).",
+            "",
         ),
         (
             "slowdown",
             Some(plots::slowdown_by_size(c)),
             "Mean slowdown (FCT over the ideal on an empty network) by flow size.",
+            "",
         ),
         (
             "queues",
-            Some(plots::ports(c)),
+            plots::ports(c),
             "Peak egress queue of the ten busiest ports.",
+            "flow level models no queue (run at packet level to see them)",
         ),
         (
             "paused",
             plots::paused(c),
             "Time RoCEv2 ports were held by PFC pauses.",
+            if flow {
+                "flow level models no PFC pause (run at packet level to see them)"
+            } else {
+                "no RoCEv2 port was paused"
+            },
         ),
         (
             "dcqcn",
             plots::dcqcn_rates(c),
             "DCQCN pacing rate of the flows cut most often.",
+            if flow {
+                "flow level models no DCQCN rate cut (run at packet level to see them)"
+            } else {
+                "DCQCN cut no flow's rate"
+            },
         ),
         (
             "cost",
             Some(plots::cost_breakdown(c)),
             "Network cost over its lifetime, by part.",
+            "",
         ),
     ];
-    for (id, svg, caption) in plots {
-        figure(id, svg, caption);
+    for (id, svg, caption, why) in plots {
+        match svg {
+            Some(svg) => {
+                let _ = writeln!(
+                    h,
+                    "<figure class=\"plot\" id=\"plot-{id}\">{svg}<figcaption>{}</figcaption></figure>",
+                    esc(caption)
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    h,
+                    "<p class=\"note\" id=\"absent-{id}\">{} Not drawn: {}.</p>",
+                    esc(caption),
+                    esc(why)
+                );
+            }
+        }
     }
     h.push_str("<h2>Bill of materials</h2>\n");
     for run in &c.runs {
@@ -340,7 +376,7 @@ pub fn markdown(c: &Comparison) -> String {
     }
     m.push_str("\n| | InfiniBand | RoCEv2 |\n|---|---:|---:|\n");
     for (name, a, b, _) in compare::rows(c) {
-        let _ = writeln!(m, "| {name} | {} | {} |", compare::num(a), compare::num(b));
+        let _ = writeln!(m, "| {name} | {} | {} |", cell(a), cell(b));
     }
     m
 }

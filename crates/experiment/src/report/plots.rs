@@ -81,6 +81,39 @@ fn top(values: impl Iterator<Item = f64>) -> f64 {
     }
 }
 
+/// An axis label: a whole number with thousands separators, else at most three
+/// decimals without trailing zeros (never a raw float such as "2000.0").
+pub fn tick(x: &f64) -> String {
+    let x = *x;
+    if x.abs() >= 1000.0 || x.fract().abs() < 1e-9 {
+        return crate::decision::thousands(x);
+    }
+    let t = if x.abs() < 0.01 {
+        crate::decision::sig(x)
+    } else {
+        format!("{x:.3}")
+    };
+    t.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// A size in bytes as an axis label: B, KiB, MiB or GiB.
+fn bytes_tick(b: f64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{} {}", tick(&v), units[u])
+}
+
+/// The right end of an x axis that leaves the legend its own room: data fills the left
+/// 70 %, the legend (at the right) the rest, so it never covers a point.
+fn legend_room(hi: f64) -> f64 {
+    hi / 0.7
+}
+
 /// Flow completion times' CDF per fabric, in microseconds (log axis).
 pub fn fct_cdf(c: &Comparison) -> String {
     let series: Vec<Vec<f64>> = c
@@ -112,6 +145,8 @@ pub fn fct_cdf(c: &Comparison) -> String {
             .configure_mesh()
             .x_desc("FCT (us)")
             .y_desc("fraction of flows")
+            .x_label_formatter(&tick)
+            .y_label_formatter(&tick)
             .draw()?;
         for (i, v) in series.iter().enumerate() {
             // At most CDF_POINTS points: the curve, not a million vertices.
@@ -126,7 +161,8 @@ pub fn fct_cdf(c: &Comparison) -> String {
                 .label(NAMES[i])
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], COLORS[i]));
         }
-        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+        // A CDF is near 1 at the right: the lower right corner is empty.
+        legend(&mut chart, SeriesLabelPosition::LowerRight)?;
         Ok(())
     })
 }
@@ -151,17 +187,32 @@ pub fn slowdown_by_size(c: &Comparison) -> String {
                 .collect()
         })
         .collect();
+    // x is log2 of the bin's first size: one tick per power of two, labelled in bytes.
+    let series: Vec<Vec<(f64, f64)>> = series
+        .into_iter()
+        .map(|v| v.into_iter().map(|(b, y)| (b.log2(), y)).collect())
+        .collect();
     let xs = || series.iter().flatten().map(|p| p.0);
-    let lo = xs().fold(f64::MAX, f64::min).max(1.0);
-    let hi = xs().fold(0.0, f64::max).max(lo * 4.0) * 2.0;
+    let lo = xs().fold(f64::MAX, f64::min).max(0.0);
+    let hi = xs().fold(0.0, f64::max).max(lo + 1.0);
     let y_hi = top(series.iter().flatten().map(|p| p.1)).max(1.5);
+    let whole = |x: &f64| x.fract().abs() < 1e-9;
     svg(|root| {
         let mut chart = frame(&root, "Mean slowdown by flow size", 50)
-            .build_cartesian_2d((lo / 2.0..hi).log_scale(), 0.0..y_hi)?;
+            .build_cartesian_2d(lo - 0.5..legend_room(hi + 0.5 - lo) + lo, 0.0..y_hi)?;
         chart
             .configure_mesh()
-            .x_desc("flow size (bytes, bin start)")
+            .x_desc("flow size (bin start)")
             .y_desc("FCT / ideal FCT")
+            .x_labels(((hi + 1.0 - lo) / 0.7) as usize + 3)
+            .x_label_formatter(&|x| {
+                if whole(x) && *x >= lo && *x <= hi {
+                    bytes_tick(2f64.powf(*x))
+                } else {
+                    String::new()
+                }
+            })
+            .y_label_formatter(&tick)
             .draw()?;
         for (i, s) in series.iter().enumerate() {
             chart
@@ -181,7 +232,7 @@ pub fn slowdown_by_size(c: &Comparison) -> String {
 /// Stacked horizontal bars, one per fabric: `parts` are (name, [ib, roce], color).
 fn stacked(title: &str, unit: &str, parts: &[(String, [f64; 2], RGBColor)]) -> String {
     let total = |i: usize| parts.iter().map(|p| p.1[i].max(0.0)).sum::<f64>();
-    let x_hi = top([total(0), total(1)].into_iter());
+    let x_hi = legend_room(top([total(0), total(1)].into_iter()));
     svg(|root| {
         let mut chart =
             frame(&root, title, 90).build_cartesian_2d(0.0..x_hi, (0..1).into_segmented())?;
@@ -189,6 +240,7 @@ fn stacked(title: &str, unit: &str, parts: &[(String, [f64; 2], RGBColor)]) -> S
             .configure_mesh()
             .disable_y_mesh()
             .x_desc(unit)
+            .x_label_formatter(&tick)
             .y_label_formatter(&|v| match v {
                 SegmentValue::CenterOf(i) => {
                     NAMES.get(*i as usize).copied().unwrap_or("").to_string()
@@ -315,12 +367,14 @@ fn grouped(title: &str, unit: &str, labels: &[String], values: &[[f64; 2]]) -> S
     let n = labels.len().max(1) as i32;
     svg(|root| {
         let mut chart = frame(&root, title, 60)
-            // A segmented 0..m range has m + 1 segments: one per group.
-            .build_cartesian_2d((0..n - 1).into_segmented(), 0.0..y_hi)?;
+            // A segmented 0..m range has m + 1 segments: one per group, and a last,
+            // empty one that holds the legend.
+            .build_cartesian_2d((0..n).into_segmented(), 0.0..y_hi)?;
         chart
             .configure_mesh()
             .disable_x_mesh()
             .y_desc(unit)
+            .y_label_formatter(&tick)
             .x_label_formatter(&|v| match v {
                 SegmentValue::CenterOf(i) => labels.get(*i as usize).cloned().unwrap_or_default(),
                 _ => String::new(),
@@ -337,7 +391,7 @@ fn grouped(title: &str, unit: &str, labels: &[String], values: &[[f64; 2]]) -> S
                     COLORS[fabric].filled(),
                 );
                 // Two bars side by side in each group of about `group` pixels.
-                let group = (WIDTH - 80) / n as u32;
+                let group = (WIDTH - 80) / (n as u32 + 1);
                 let (narrow, wide) = (group / 10, group / 2);
                 if fabric == 0 {
                     bar.set_margin(0, 0, narrow, wide);
@@ -381,8 +435,12 @@ pub fn collective_busbw(c: &Comparison) -> Option<String> {
     ))
 }
 
-/// The ten busiest ports (by peak queue, in either fabric): peak queue, and PFC paused time.
-pub fn ports(c: &Comparison) -> String {
+/// The ten busiest ports (by peak queue, in either fabric): peak queue; `None` at flow
+/// level, which models no queue.
+pub fn ports(c: &Comparison) -> Option<String> {
+    if c.runs.iter().any(|r| r.summary.level == "flow") {
+        return None;
+    }
     let per = |i: usize| &c.runs[i].outcome.report.ports;
     let mut keyed: Vec<(u64, usize)> = (0..per(0).len().min(per(1).len()))
         .map(|k| {
@@ -402,12 +460,12 @@ pub fn ports(c: &Comparison) -> String {
         .iter()
         .map(|&(_, k)| [0, 1].map(|i| per(i)[k].peak_queue_bytes as f64 / 1024.0))
         .collect();
-    grouped(
+    Some(grouped(
         "Peak egress queue, ten busiest ports (node:port)",
         "KiB",
         &labels,
         &q,
-    )
+    ))
 }
 
 /// PFC paused time of the ten most paused RoCEv2 ports, or `None` if nothing paused.
@@ -463,7 +521,7 @@ pub fn dcqcn_rates(c: &Comparison) -> Option<String> {
                 .collect()
         })
         .collect();
-    let x_hi = top(series.iter().flatten().map(|p| p.0));
+    let x_hi = legend_room(top(series.iter().flatten().map(|p| p.0)));
     let y_hi = top(series.iter().flatten().map(|p| p.1));
     Some(svg(|root| {
         let mut chart = frame(&root, "RoCEv2: DCQCN rate of the most-cut flows", 50)
@@ -472,6 +530,8 @@ pub fn dcqcn_rates(c: &Comparison) -> Option<String> {
             .configure_mesh()
             .x_desc("time (us)")
             .y_desc("rate (Gb/s)")
+            .x_label_formatter(&tick)
+            .y_label_formatter(&tick)
             .draw()?;
         for (k, s) in series.iter().enumerate() {
             let color = PALETTE[k];
@@ -506,7 +566,7 @@ pub fn line_plot(
                 l.get(*x as usize).cloned().unwrap_or_default()
             }
             Some(_) => String::new(),
-            None => format!("{x}"),
+            None => tick(x),
         }
     };
     svg(|root| {
@@ -519,6 +579,7 @@ pub fn line_plot(
                     .x_desc(x_desc)
                     .y_desc(y_desc)
                     .x_label_formatter(&label_of)
+                    .y_label_formatter(&tick)
                     .draw()?;
                 for (k, (name, points)) in series.iter().enumerate() {
                     let c = color(k);
@@ -531,11 +592,14 @@ pub fn line_plot(
                 legend(&mut chart, SeriesLabelPosition::UpperRight)?;
             }};
         }
+        // The right end leaves the legend its own room (a log axis: in decades).
         if log_x {
-            draw!(chart.build_cartesian_2d((lo * 0.8..hi * 1.25).log_scale(), 0.0..y_hi)?);
+            let (a, b) = (lo * 0.8, hi * 1.25);
+            let right = a * (b / a).powf(1.0 / 0.7);
+            draw!(chart.build_cartesian_2d((a..right).log_scale(), 0.0..y_hi)?);
         } else {
             let pad = ((hi - lo) * 0.05).max(0.5);
-            draw!(chart.build_cartesian_2d(lo - pad..hi + pad, 0.0..y_hi)?);
+            draw!(chart.build_cartesian_2d(lo - pad..legend_room(hi + pad - lo) + lo, 0.0..y_hi)?);
         }
         Ok(())
     })
@@ -554,6 +618,8 @@ pub fn identity_plot(title: &str, points: &[(String, f64, f64)]) -> String {
             .configure_mesh()
             .x_desc("measured")
             .y_desc("simulated")
+            .x_label_formatter(&tick)
+            .y_label_formatter(&tick)
             .draw()?;
         let line = |k: f64| {
             (0..=40).map(move |i| {
@@ -611,7 +677,7 @@ pub fn tornado(c: &Comparison) -> Option<String> {
             .configure_mesh()
             .disable_y_mesh()
             .x_desc("RoCEv2 / InfiniBand job cost (below 1: RoCEv2 cheaper)")
-            .x_label_formatter(&|x| format!("{x:.3}"))
+            .x_label_formatter(&tick)
             .y_label_formatter(&|y| match y {
                 // Row 0 (the widest swing) at the top.
                 SegmentValue::CenterOf(i) if *i >= 0 => labels
