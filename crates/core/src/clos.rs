@@ -167,11 +167,11 @@ pub fn plan(r: &ClosRequest) -> Result<ClosPlan, ClosError> {
     let down = ((radix as f64 * r.oversubscription / (1.0 + r.oversubscription)).floor() as u32)
         .clamp(1, radix - 1);
     let servers = r.hosts / r.gpus_per_node;
-    let (host_leaf, leaves, per_leaf, leaves_per_group) = match r.style {
+    let (host_leaf, leaves, leaves_per_group) = match r.style {
         ClosStyle::FatTree => {
             let leaves = r.hosts.div_ceil(down);
             let host_leaf = (0..r.hosts).map(|h| h / down).collect();
-            (host_leaf, leaves, down.min(r.hosts), 1)
+            (host_leaf, leaves, 1)
         }
         ClosStyle::RailOptimized => {
             let g = r.gpus_per_node;
@@ -182,30 +182,33 @@ pub fn plan(r: &ClosRequest) -> Result<ClosPlan, ClosError> {
             let groups = servers.div_ceil(down);
             let group = servers.div_ceil(groups);
             let host_leaf = (0..r.hosts).map(|h| (h / g / group) * g + h % g).collect();
-            (host_leaf, groups * g, group, g)
+            (host_leaf, groups * g, g)
         }
     };
     // Uplinks per leaf: enough for the hosts a leaf carries at the ratio asked.
     let uplinks =
         |hosts: u32| ((hosts as f64 / r.oversubscription).ceil() as u32).clamp(1, radix - down);
-    let up = uplinks(per_leaf);
+    // Each leaf's uplinks follow its own hosts (a last, partly filled leaf or group gets
+    // fewer), so the design is as oversubscribed as asked.
+    let mut on_leaf = vec![0u32; leaves as usize];
+    for &l in &host_leaf {
+        on_leaf[l as usize] += 1;
+    }
+    let leaf_ups: Vec<u32> = on_leaf.into_iter().map(uplinks).collect();
     if leaves <= radix {
-        // Two tiers: each leaf's uplinks follow its own hosts (a last, partly filled
-        // leaf or group gets fewer), so the design is as oversubscribed as asked.
-        let mut on_leaf = vec![0u32; leaves as usize];
-        for &l in &host_leaf {
-            on_leaf[l as usize] += 1;
-        }
-        let ups: Vec<u32> = on_leaf.into_iter().map(uplinks).collect();
-        let spines = ups.iter().sum::<u32>().div_ceil(radix);
+        let spines = leaf_ups.iter().sum::<u32>().div_ceil(radix);
         return Ok(ClosPlan {
             switches: vec![leaves, spines],
             host_leaf,
-            links: vec![spread(&ups, spines)],
+            links: vec![spread(&leaf_ups, spines)],
         });
     }
-    // Three tiers: pods of whole groups of leaves, `up` aggregation switches per pod, each
-    // with one link to every leaf of its pod and as many up to its plane of cores.
+    // Three tiers: pods of whole groups of leaves. Each pod has as many aggregation
+    // switches as its leaves' uplinks fill at half their ports (a full pod: `up`, each
+    // with one link to every leaf; a partial pod: fewer); every aggregation switch has as
+    // many links up as down, spread over the fewest cores that hold them all. For full
+    // pods this is the k-ary fat-tree's planes: aggregation switch a of every pod reaches
+    // the same cores.
     let per_pod = (radix / 2 / leaves_per_group) * leaves_per_group;
     let pods = leaves.div_ceil(per_pod);
     if pods > radix {
@@ -216,32 +219,24 @@ pub fn plan(r: &ClosRequest) -> Result<ClosPlan, ClosError> {
             radix,
         });
     }
-    let cores_per_plane = (pods * per_pod).div_ceil(radix);
     let mut leaf_agg = Vec::new();
-    let mut agg_core = Vec::new();
+    let mut agg_ups: Vec<u32> = Vec::new();
     for p in 0..pods {
-        let first = p * per_pod;
-        let in_pod = per_pod.min(leaves - first);
-        for l in 0..in_pod {
-            for a in 0..up {
-                leaf_agg.push((first + l, p * up + a));
-            }
-        }
-        for a in 0..up {
-            // Agg `a` of every pod forms plane `a`; spread its uplinks over the plane.
-            let agg = p * up + a;
-            for j in 0..per_pod {
-                agg_core.push((
-                    agg,
-                    a * cores_per_plane + (p * per_pod + j) % cores_per_plane,
-                ));
-            }
+        let first = (p * per_pod) as usize;
+        let ups = &leaf_ups[first..(first + per_pod as usize).min(leaves as usize)];
+        let aggs = ups.iter().sum::<u32>().div_ceil(radix / 2);
+        let base = agg_ups.len() as u32;
+        agg_ups.resize(agg_ups.len() + aggs as usize, 0);
+        for (l, a) in spread(ups, aggs) {
+            leaf_agg.push((first as u32 + l, base + a));
+            agg_ups[(base + a) as usize] += 1;
         }
     }
+    let cores = agg_ups.iter().sum::<u32>().div_ceil(radix);
     Ok(ClosPlan {
-        switches: vec![leaves, pods * up, up * cores_per_plane],
+        switches: vec![leaves, agg_ups.len() as u32, cores],
         host_leaf,
-        links: vec![leaf_agg, agg_core],
+        links: vec![leaf_agg, spread(&agg_ups, cores)],
     })
 }
 
@@ -312,6 +307,45 @@ mod tests {
         assert_eq!(p.switches, vec![128, 128, 64]);
         let p = check(&request(4096, 8, 128, ClosStyle::RailOptimized, 1.0));
         assert_eq!(p.switches, vec![64, 32]);
+    }
+
+    /// A partial pod gets only the aggregation switches its leaves' uplinks fill (one
+    /// more per pod at most than they need at k/2 each), and the cores only the ports
+    /// all U leaf uplinks need again: ceil(U / k).
+    #[test]
+    fn a_partial_pod_gets_the_smallest_clos_that_holds_it() {
+        for (hosts, style) in [
+            (2056, ClosStyle::FatTree),
+            (2056, ClosStyle::RailOptimized),
+            (3000, ClosStyle::FatTree),
+        ] {
+            let p = check(&request(hosts, 8, 64, style, 1.0));
+            let up = p.links[0].len() as u32;
+            let pods = p.switches[0].div_ceil(32);
+            let aggs = p.switches[1];
+            assert!(
+                aggs >= up.div_ceil(32) && aggs < up.div_ceil(32) + pods,
+                "{hosts} {style:?}: {:?}",
+                p.switches
+            );
+            assert_eq!(p.switches[2], up.div_ceil(64), "{hosts} {style:?}");
+            assert_eq!(p.links[1].len() as u32, up, "as many links up as down");
+            // Every aggregation switch has as many links up as down.
+            let mut balance = vec![0i64; p.switches[1] as usize];
+            for &(_, a) in &p.links[0] {
+                balance[a as usize] += 1;
+            }
+            for &(a, _) in &p.links[1] {
+                balance[a as usize] -= 1;
+            }
+            assert!(balance.iter().all(|&b| b == 0), "{hosts} {style:?}");
+        }
+        // 2,056 GPUs: 65 leaves, 65 aggregation switches, 33 cores (the planes of a
+        // k-ary fat-tree would take 64 cores and 96 aggregation switches).
+        assert_eq!(
+            check(&request(2056, 8, 64, ClosStyle::FatTree, 1.0)).switches,
+            vec![65, 65, 33]
+        );
     }
 
     #[test]

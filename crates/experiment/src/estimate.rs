@@ -5,11 +5,13 @@
 //! path, see [`Work`]).
 
 use crate::flow_error::recorded_range;
+use crate::scenario::ranges::{end_runs, run_inputs};
 use crate::scenario::{flow_unmodelled, packets_only, Auto, FabricKind, Level, Scenario};
 use fabricsim_core::topology::{Routes, Topology};
 use fabricsim_core::units::{parse_quantity, Dimension, HostId};
 use fabricsim_fabric::driver::static_path;
 use fabricsim_fabric::workload::build_with;
+use fabricsim_fabric::workload::Traffic;
 
 /// Route table bytes per (switch, destination switch): a candidate range (12 B); and per
 /// host, its group, switch and last-hop port (12 B).
@@ -322,7 +324,9 @@ impl Scenario {
     /// The scenario on InfiniBand and on RoCEv2 as `compare` runs it: at one level, so
     /// that like is compared with like. Under `auto` each fabric is settled on its own
     /// (each may have its own design); if either goes to flow level, both do, unless
-    /// the other needs packets (then each keeps its own, and its reason says so).
+    /// the other needs packets (then each keeps its own, and its reason says so). Under
+    /// a budget, packet level must fit it with every run compare makes (a training
+    /// job's +1 us run, a design's latencies at their ends), not only the main two.
     pub fn compared_fabrics(&self) -> [Scenario; 2] {
         let mut both = self.on_each_fabric();
         if !matches!(self.level, Level::Auto(_)) {
@@ -330,6 +334,13 @@ impl Scenario {
         }
         for s in &mut both {
             s.settle_level();
+        }
+        if let Some(why) = self.comparison_beyond_budget(&both) {
+            for s in both.iter_mut().filter(|s| packets_only(s).is_none()) {
+                s.level = Level::Flow;
+                s.level_reason = Some(why.clone());
+            }
+            return both;
         }
         let flow = both.iter().position(|s| s.level == Level::Flow);
         let Some(first) = flow else { return both };
@@ -344,6 +355,46 @@ impl Scenario {
             }
         }
         both
+    }
+
+    /// Runs `compare` makes on each fabric: the main run, a training job's +1 us run,
+    /// and one per end of each range that changes that fabric's run.
+    pub fn compare_runs(&self) -> [usize; 2] {
+        let training = self
+            .traffic
+            .iter()
+            .any(|t| matches!(t, Traffic::Training(_)));
+        let ends = end_runs(&run_inputs(self));
+        [0, 1].map(|f| 1 + training as usize + ends.iter().filter(|e| e.fabric == f).count())
+    }
+
+    /// Why packet level does not fit the budget for all of compare's runs, when both
+    /// fabrics settled on packet level under `auto` with a budget and it does not.
+    fn comparison_beyond_budget(&self, both: &[Scenario; 2]) -> Option<String> {
+        let Level::Auto(Auto::Budget(budget)) = self.level else {
+            return None;
+        };
+        if both.iter().any(|s| s.level != Level::Packet) {
+            return None;
+        }
+        let runs = self.compare_runs();
+        let mut total = 0.0;
+        let mut cores = 1;
+        for (s, n) in both.iter().zip(runs) {
+            let (secs, c) = packet_wall_seconds(estimate(s).ok()?.events);
+            total += secs * n as f64;
+            cores = c;
+        }
+        let budget_s = budget.ps() as f64 / 1e12;
+        let errs = flow_error_note(self.fabric);
+        (total > budget_s).then(|| {
+            format!(
+                "simulation.level = \"auto\": compare's {} packet-level runs (the main runs, a training job's +1 us runs, each catalog latency at its ends) estimated at {} on this machine's {cores} cores, beyond the budget of {}: running at flow level{errs}",
+                runs[0] + runs[1],
+                human_seconds(total),
+                human_seconds(budget_s)
+            )
+        })
     }
 
     /// Whether this scenario runs at flow level, and if `auto` chose, which and why (for
@@ -405,15 +456,7 @@ impl Scenario {
         let unmodelled = flow_unmodelled(self)
             .map(|w| format!("; warning: {w}"))
             .unwrap_or_default();
-        let errs = recorded_range(self.fabric.name(), |_| true)
-            .map(|(lo, hi)| {
-                format!(
-                    " (flow level errs from {:+.0} % to {:+.0} % against packet level on examples/calibration)",
-                    lo * 100.0,
-                    hi * 100.0
-                )
-            })
-            .unwrap_or_default();
+        let errs = flow_error_note(self.fabric);
         (
             true,
             Some(format!("{why}: running at flow level{errs}{unmodelled}")),
@@ -422,6 +465,19 @@ impl Scenario {
 }
 
 /// Seconds as a person reads them: "40 s", "12 min", "3.5 h".
+/// Flow level's recorded error on `fabric` against packet level, as a note.
+fn flow_error_note(fabric: FabricKind) -> String {
+    recorded_range(fabric.name(), |_| true)
+        .map(|(lo, hi)| {
+            format!(
+                " (flow level errs from {:+.0} % to {:+.0} % against packet level on examples/calibration)",
+                lo * 100.0,
+                hi * 100.0
+            )
+        })
+        .unwrap_or_default()
+}
+
 fn human_seconds(s: f64) -> String {
     if s < 120.0 {
         format!("{s:.0} s")

@@ -11,73 +11,12 @@
 
 use super::{gpu_per_hour, network_money, MoneySettings, NetworkCost};
 use crate::catalog::{Confidence, Range};
-use crate::scenario::{self, FabricKind, Scenario, SettingRange};
-use fabricsim_core::units::Time;
+pub use crate::scenario::ranges::{end_runs, run_inputs, Effect, EndRun, Input};
+use crate::scenario::{FabricKind, Scenario, SettingRange};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use std::collections::BTreeMap;
-
-/// What an input changes.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Effect {
-    /// A catalog entry's unit price, in every bill line made of it.
-    Price(String),
-    /// The GPU's price.
-    GpuPrice,
-    LifetimeYears,
-    ElectricityUsdPerKwh,
-    Pue,
-    SupportSharePerYear,
-    /// A fabric's staff to run and tune it, a year.
-    StaffPerYear(FabricKind),
-    /// A fabric's licences and software support, a year.
-    LicencesPerYear(FabricKind),
-    /// The switch latency of one fabric's design (a run parameter).
-    SwitchLatency(FabricKind),
-    /// Both fabrics' NIC latency on each side (a run parameter).
-    NicLatency,
-}
-
-impl Effect {
-    /// Whether the input changes a run (and so needs runs at its ends).
-    pub fn changes_run(&self) -> bool {
-        matches!(self, Effect::SwitchLatency(_) | Effect::NicLatency)
-    }
-
-    /// Whether it changes the run on `fabric`.
-    fn runs_on(&self, fabric: FabricKind) -> bool {
-        match self {
-            Effect::SwitchLatency(f) => *f == fabric,
-            Effect::NicLatency => true,
-            _ => false,
-        }
-    }
-
-    /// Where a break-even is looked for: the values the input can physically take.
-    fn domain(&self, r: &Range) -> (f64, f64) {
-        match self {
-            Effect::LifetimeYears => (0.5, 20.0),
-            Effect::ElectricityUsdPerKwh => (0.0, 1.0),
-            Effect::Pue => (1.0, 3.0),
-            Effect::SupportSharePerYear => (0.0, 1.0),
-            _ => (0.0, 10.0 * r.high.max(r.base)),
-        }
-    }
-}
-
-/// One uncertain input.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Input {
-    pub name: String,
-    /// "USD", "ns", "years", "USD/kWh" or "" (a plain ratio).
-    pub unit: &'static str,
-    #[serde(flatten)]
-    pub range: Range,
-    pub confidence: Confidence,
-    #[serde(skip)]
-    pub effect: Effect,
-}
 
 /// The inputs of `s` that enter the job's cost in closed form, where their ranges are not
 /// points: each catalog entry priced in either bill, the GPU, the money settings.
@@ -158,104 +97,6 @@ pub fn money_inputs(s: &Scenario, costs: [&NetworkCost; 2]) -> Vec<Input> {
         ));
     }
     v.retain(|i| !i.range.is_point());
-    v
-}
-
-/// The run parameters of `s` with ranges: the latencies a `[cluster]` design took from
-/// its catalog entries.
-pub fn run_inputs(s: &Scenario) -> Vec<Input> {
-    let mut v = Vec::new();
-    let from = &s.catalog_latency;
-    for fabric in [FabricKind::Infiniband, FabricKind::Rocev2] {
-        if let Some(name) = &from.switch[fabric as usize] {
-            let i = s.catalog.get(name).expect("named from the catalog");
-            v.push(latency_input(
-                format!("{} switch latency ({})", i.name, fabric.label()),
-                i.latency_range,
-                i.confidence,
-                Effect::SwitchLatency(fabric),
-            ));
-        }
-    }
-    if let Some(name) = &from.nic {
-        let i = s.catalog.get(name).expect("named from the catalog");
-        v.push(latency_input(
-            format!("{} latency, each side", i.name),
-            i.latency_range,
-            i.confidence,
-            Effect::NicLatency,
-        ));
-    }
-    v.retain(|i| !i.range.is_point());
-    v
-}
-
-/// A latency input in nanoseconds from a catalog range in picoseconds.
-fn latency_input(name: String, r: Option<Range>, c: Confidence, effect: Effect) -> Input {
-    let r = r.expect("a latency from the catalog has its range");
-    Input {
-        name,
-        unit: "ns",
-        range: Range {
-            low: r.low / 1e3,
-            base: r.base / 1e3,
-            high: r.high / 1e3,
-        },
-        confidence: c,
-        effect,
-    }
-}
-
-/// `s` with the run input `effect` at `value`.
-pub fn with_value(s: &Scenario, effect: &Effect, value: f64) -> Scenario {
-    let mut s = s.clone();
-    let t = Time((value * 1e3).round() as u64);
-    match effect {
-        Effect::SwitchLatency(FabricKind::Infiniband) => s.ib.switch_latency = t,
-        Effect::SwitchLatency(FabricKind::Rocev2) => s.roce.switch_latency = t,
-        Effect::NicLatency => scenario::set_nic_latency(&mut s.ib, &mut s.roce, t),
-        _ => unreachable!("only run inputs change a scenario"),
-    }
-    s
-}
-
-/// One run the response surface needs: fabric `fabric` (0 InfiniBand, 1 RoCEv2) with
-/// run input `input` at its low (`high == false`) or high end.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct EndRun {
-    pub input: usize,
-    pub fabric: usize,
-    pub high: bool,
-}
-
-impl EndRun {
-    /// `fabrics[self.fabric]` with the input at this end.
-    pub fn scenario(&self, fabrics: &[Scenario; 2], inputs: &[Input]) -> Scenario {
-        let i = &inputs[self.input];
-        let v = if self.high { i.range.high } else { i.range.low };
-        with_value(&fabrics[self.fabric], &i.effect, v)
-    }
-}
-
-/// The runs at the ends of each run input, for each fabric it changes.
-pub fn end_runs(inputs: &[Input]) -> Vec<EndRun> {
-    let mut v = Vec::new();
-    for (i, input) in inputs.iter().enumerate() {
-        for fabric in [FabricKind::Infiniband, FabricKind::Rocev2] {
-            if !input.effect.runs_on(fabric) {
-                continue;
-            }
-            for (high, end) in [(false, input.range.low), (true, input.range.high)] {
-                if end != input.range.base {
-                    v.push(EndRun {
-                        input: i,
-                        fabric: fabric as usize,
-                        high,
-                    });
-                }
-            }
-        }
-    }
     v
 }
 
@@ -556,9 +397,20 @@ fn drivers(surface: &Surface) -> Vec<Driver> {
     v
 }
 
+/// Where a break-even of `effect` is looked for: the values it can physically take.
+fn domain(effect: &Effect, r: &Range) -> (f64, f64) {
+    match effect {
+        Effect::LifetimeYears => (0.5, 20.0),
+        Effect::ElectricityUsdPerKwh => (0.0, 1.0),
+        Effect::Pue => (1.0, 3.0),
+        Effect::SupportSharePerYear => (0.0, 1.0),
+        _ => (0.0, 10.0 * r.high.max(r.base)),
+    }
+}
+
 /// Where `ratio(value)` crosses 1 nearest the base, within the input's domain.
 fn breakeven(i: &Input, ratio: impl Fn(f64) -> f64) -> Option<f64> {
-    let (lo, hi) = i.effect.domain(&i.range);
+    let (lo, hi) = domain(&i.effect, &i.range);
     const STEPS: usize = 400;
     let xs: Vec<f64> = (0..=STEPS)
         .map(|k| lo + (hi - lo) * k as f64 / STEPS as f64)

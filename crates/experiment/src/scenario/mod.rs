@@ -11,6 +11,7 @@ mod host;
 mod infiniband;
 mod nccl;
 mod pathologies;
+pub mod ranges;
 mod reader;
 mod rocev2;
 mod simulation;
@@ -158,7 +159,7 @@ fn latencies_from_catalog(
 }
 
 /// Both fabrics' NICs take `l` to send and `l` to receive.
-pub(crate) fn set_nic_latency(ib: &mut IbConfig, roce: &mut RoceConfig, l: Time) {
+pub(super) fn set_nic_latency(ib: &mut IbConfig, roce: &mut RoceConfig, l: Time) {
     ib.hca_tx_latency = l;
     ib.hca_rx_latency = l;
     roce.nic_tx_latency = l;
