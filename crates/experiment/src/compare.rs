@@ -372,20 +372,28 @@ fn flow_rows(c: &Comparison) -> Vec<Row> {
         ),
         ("BECN / CNP".into(), a.cnps as f64, b.cnps as f64, false),
         ("events".into(), a.events as f64, b.events as f64, false),
-        (
-            "wall time (s)".into(),
-            a.wall_seconds,
-            b.wall_seconds,
-            false,
-        ),
     ]
 }
 
-/// Every row of the side-by-side table: network, workload, flows.
+/// Every row of the side-by-side table that the scenario and seed decide: network,
+/// workload, flows (the report's; nothing that differs between two runs of it).
 pub fn rows(c: &Comparison) -> Vec<Row> {
     let mut rows = network_rows(c);
     rows.extend(workload_rows(c));
     rows.extend(flow_rows(c));
+    rows
+}
+
+/// The rows and this machine's wall time per run (the CLI's table).
+fn rows_with_wall_time(c: &Comparison) -> Vec<Row> {
+    let mut rows = rows(c);
+    let [a, b] = c.summaries();
+    rows.push((
+        "wall time (s)".into(),
+        a.wall_seconds,
+        b.wall_seconds,
+        false,
+    ));
     rows
 }
 
@@ -417,7 +425,7 @@ pub fn table(c: &Comparison) -> String {
         "\n{:<36}{:>16}{:>16}{:>12}",
         "", "infiniband", "rocev2", "rocev2/ib"
     );
-    for (name, a, b, ratio) in rows(c) {
+    for (name, a, b, ratio) in rows_with_wall_time(c) {
         let r = if ratio && a > 0.0 && b.is_finite() {
             format!("{:.3}", b / a)
         } else {

@@ -206,3 +206,57 @@ fn the_verdict_says_when_a_fabric_is_not_at_its_best_practice() {
         assert!(r.contains(needle), "{needle}: {r}");
     }
 }
+
+/// The report holds nothing that differs between two runs of the same scenario: no wall
+/// time, no machine's figure.
+#[test]
+fn the_report_is_the_same_for_two_runs_of_a_scenario() {
+    use fabricsim_experiment::report;
+    let t = text([20_000.0, 40_000.0, 150_000.0], [450.0, 600.0, 800.0]);
+    let (a, b) = (run(&t), run(&t));
+    assert_eq!(report::html(&a), report::html(&b));
+    assert_eq!(report::markdown(&a), report::markdown(&b));
+    assert!(!report::html(&a).contains("wall time"));
+}
+
+/// The reasons are typed values with the run's numbers; their sentences are `reasons`.
+#[test]
+fn the_reasons_carry_their_numbers() {
+    use fabricsim_experiment::decision::findings::{Finding, Flip};
+    let c = run(&text(
+        [20_000.0, 40_000.0, 150_000.0],
+        [450.0, 600.0, 800.0],
+    ));
+    let r = &c.recommendation;
+    assert_eq!(
+        r.reasons,
+        r.findings.iter().map(Finding::text).collect::<Vec<_>>()
+    );
+    assert_eq!(r.flip, r.flips.iter().map(Flip::text).collect::<Vec<_>>());
+    let cost = r
+        .findings
+        .iter()
+        .find_map(|f| match f {
+            Finding::CostPerJob {
+                infiniband_usd,
+                rocev2_usd,
+                ..
+            } => Some((*infiniband_usd, *rocev2_usd)),
+            _ => None,
+        })
+        .expect("a cost per job");
+    assert_eq!(
+        cost,
+        (
+            c.runs[0].cost.job_cost_usd.unwrap(),
+            c.runs[1].cost.job_cost_usd.unwrap()
+        )
+    );
+    assert!(matches!(r.findings[0], Finding::AcrossRanges { .. }));
+    let json: serde_json::Value = serde_json::from_str(&c.to_json()).unwrap();
+    assert_eq!(
+        json["recommendation"]["findings"][0]["kind"],
+        "across_ranges"
+    );
+    assert!(r.flips.iter().any(|f| matches!(f, Flip::TimeRatio { .. })));
+}

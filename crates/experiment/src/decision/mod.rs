@@ -8,12 +8,14 @@
 //! C_f = T_f x (GPUs x g + n_f). The fabric with the lower C_f is recommended.
 
 pub mod bom;
+pub mod findings;
 pub mod uncertainty;
 
 use crate::results::Summary;
 use crate::scenario::{CostSettings, FabricKind, Scenario};
 use bom::{BomLine, Counts};
 use fabricsim_core::topology::Topology;
+use findings::{Finding, Flip, Tail};
 use serde::Serialize;
 use uncertainty::{Surface, Verdict};
 
@@ -216,6 +218,10 @@ pub struct Recommendation {
     /// `drivers`).
     #[serde(flatten)]
     pub across_ranges: Verdict,
+    /// The reasons as typed values with their numbers (`reasons` is their text).
+    pub findings: Vec<Finding>,
+    /// The flip points as typed values (`flip` is their text).
+    pub flips: Vec<Flip>,
 }
 
 /// `x` with three significant digits (at least two decimals), for small amounts.
@@ -246,7 +252,7 @@ pub fn thousands(x: f64) -> String {
 }
 
 /// Dollars, shortened above ten thousand.
-fn usd(x: f64) -> String {
+pub(crate) fn usd(x: f64) -> String {
     let a = x.abs();
     let s = if a >= 1e9 {
         format!("${:.2}B", a / 1e9)
@@ -264,7 +270,7 @@ fn usd(x: f64) -> String {
     }
 }
 
-fn hours(h: f64) -> String {
+pub(crate) fn hours(h: f64) -> String {
     if h >= 1.0 {
         format!("{h:.2} h")
     } else if h * 3600.0 >= 1.0 {
@@ -286,81 +292,6 @@ pub fn value(x: f64, unit: &str) -> String {
     }
 }
 
-/// The reason that states the verdict across the ranges.
-fn range_reason(v: &Verdict, latencies_sampled: bool, ends_unfinished: bool) -> String {
-    let ib = v.share[FabricKind::Infiniband.name()] * 100.0;
-    let roce = v.share[FabricKind::Rocev2.name()] * 100.0;
-    let spread = v.cost_ratio.as_ref().map_or(String::new(), |r| {
-        format!(
-            "; RoCEv2's job cost over InfiniBand's: median {:.3}, 10-90 % {:.3} to {:.3}",
-            r.p50, r.p10, r.p90
-        )
-    });
-    let decide: Vec<String> = v
-        .drivers
-        .iter()
-        .filter_map(|d| {
-            let b = d.breakeven.filter(|b| (d.low..=d.high).contains(b))?;
-            Some(format!(
-                "{} (break-even {}, range {} to {})",
-                d.input,
-                value(b, d.unit),
-                value(d.low, d.unit),
-                value(d.high, d.unit)
-            ))
-        })
-        .take(3)
-        .collect();
-    let mut t = if v.verdict == "too-close" {
-        format!(
-            "too close to call: neither fabric is cheaper per job in {:.0} % of the inputs' ranges (InfiniBand in {ib:.1} %, RoCEv2 in {roce:.1} % of {} samples{spread}); what decides it: {}",
-            v.threshold * 100.0,
-            thousands(v.samples as f64),
-            if decide.is_empty() { "no single input (several together)".into() } else { decide.join("; ") }
-        )
-    } else {
-        let (name, share) = if v.verdict == FabricKind::Infiniband.name() {
-            ("InfiniBand", ib)
-        } else {
-            ("RoCEv2", roce)
-        };
-        let mut t = format!(
-            "across the inputs' ranges: {name} is cheaper per job in {share:.1} % of {} samples{spread}",
-            thousands(v.samples as f64)
-        );
-        if let Some(d) = v.drivers.first() {
-            t += &format!(
-                "; the input that moves it most: {} (ratio {:.3} at {}, {:.3} at {})",
-                d.input,
-                d.ratio_at_low,
-                value(d.low, d.unit),
-                d.ratio_at_high,
-                value(d.high, d.unit)
-            );
-        }
-        t
-    };
-    if !latencies_sampled {
-        t += "; latencies are the scenario's own and held fixed (a [cluster] design samples its catalog latencies)";
-    }
-    if ends_unfinished {
-        t += "; a run at a latency's end did not finish, so that end is held at the base";
-    }
-    t
-}
-
-/// Whether both fabrics run as their vendors recommend, or how the scenario departs.
-fn practice_reason(s: &Scenario) -> String {
-    if s.departures.is_empty() {
-        "each fabric at its best practice: InfiniBand routes adaptively (NCCL_IB_ADAPTIVE_ROUTING, on by default since NCCL 2.16); RoCEv2 runs PFC, ECN and DCQCN at the ConnectX firmware's defaults (NVIDIA DOCA); SHARP is not assumed, as NCCL enables it only with NCCL_COLLNET_ENABLE=1".into()
-    } else {
-        format!(
-            "not each fabric at its best practice, as the scenario sets it: {}; the verdict is for these settings",
-            s.departures.join("; ")
-        )
-    }
-}
-
 /// Decides between the two fabrics from their summaries and costs, and across the
 /// ranges on `surface` (`None`: a job did not finish, so the finishing fabric wins
 /// everywhere).
@@ -375,8 +306,9 @@ pub fn recommend(
     let gpus = ib.gpus as f64;
     let g = ib.gpu_usd_per_hour;
     let (n_ib, n_roce) = (ib.network_usd_per_hour, roce.network_usd_per_hour);
-    let mut reasons = Vec::new();
-    let mut flip = Vec::new();
+    let mut findings = vec![Finding::Practice {
+        departures: s.departures.clone(),
+    }];
     let (fabric, saving) = match (ib.job_cost_usd, roce.job_cost_usd) {
         (Some(a), Some(b)) => {
             let (win, lo, hi) = if b < a {
@@ -384,64 +316,63 @@ pub fn recommend(
             } else {
                 (FabricKind::Infiniband, a, b)
             };
-            reasons.push(format!(
-                "cost per job: InfiniBand {}, RoCEv2 {}: {} costs {} ({:.2} %) less per job",
-                usd(a),
-                usd(b),
-                FabricKind::label(win),
-                usd(hi - lo),
-                (hi - lo) / hi * 100.0
-            ));
+            findings.push(Finding::CostPerJob {
+                infiniband_usd: a,
+                rocev2_usd: b,
+                cheaper: win.name(),
+                saving_usd: hi - lo,
+                saving: (hi - lo) / hi,
+            });
             (win, Some((hi - lo) / hi))
         }
-        (Some(_), None) => {
-            reasons.push("the job did not finish on RoCEv2 (see its risks below)".into());
-            (FabricKind::Infiniband, None)
-        }
-        (None, Some(_)) => {
-            reasons.push("the job did not finish on InfiniBand".into());
-            (FabricKind::Rocev2, None)
-        }
-        (None, None) => {
-            reasons.push("the job finished on neither fabric; InfiniBand named by default".into());
-            (FabricKind::Infiniband, None)
+        (a, b) => {
+            let finished = match (a, b) {
+                (Some(_), None) => Some(FabricKind::Infiniband),
+                (None, Some(_)) => Some(FabricKind::Rocev2),
+                _ => None,
+            };
+            findings.push(Finding::Unfinished {
+                finished: finished.map(FabricKind::name),
+            });
+            (finished.unwrap_or(FabricKind::Infiniband), None)
         }
     };
     let gpu_capex = gpus * gpu(s).usd();
-    reasons.push(format!(
-        "network capital cost: InfiniBand {} ({:.1} % of the cluster with its GPUs), RoCEv2 {} ({:.1} %), a difference of {}",
-        usd(ib.capex_usd),
-        ib.capex_usd / (ib.capex_usd + gpu_capex) * 100.0,
-        usd(roce.capex_usd),
-        roce.capex_usd / (roce.capex_usd + gpu_capex) * 100.0,
-        usd(ib.capex_usd - roce.capex_usd)
-    ));
-    reasons.push(format!(
-        "network power with PUE: InfiniBand {:.1} kW, RoCEv2 {:.1} kW; operating cost {} vs {} per year",
-        ib.power_kw,
-        roce.power_kw,
-        usd(ib.opex_usd_per_year),
-        usd(roce.opex_usd_per_year)
-    ));
+    findings.push(Finding::NetworkCapex {
+        infiniband_usd: ib.capex_usd,
+        rocev2_usd: roce.capex_usd,
+        infiniband_share: ib.capex_usd / (ib.capex_usd + gpu_capex),
+        rocev2_share: roce.capex_usd / (roce.capex_usd + gpu_capex),
+    });
+    findings.push(Finding::NetworkPower {
+        infiniband_kw: ib.power_kw,
+        rocev2_kw: roce.power_kw,
+        infiniband_opex_usd_per_year: ib.opex_usd_per_year,
+        rocev2_opex_usd_per_year: roce.opex_usd_per_year,
+    });
     if let (Some(ti), Some(tr)) = (ib.job_hours, roce.job_hours) {
-        let dt = tr - ti;
-        reasons.push(format!(
-            "job time: InfiniBand {}, RoCEv2 {} ({:+.2} %): {} GPU-hours, worth {}",
-            hours(ti),
-            hours(tr),
-            if ti > 0.0 { dt / ti * 100.0 } else { 0.0 },
-            format_args!("{}{}", if dt < 0.0 { "" } else { "+" }, sig(dt * gpus)),
-            usd(dt * gpus * g)
-        ));
+        findings.push(Finding::JobTime {
+            infiniband_hours: ti,
+            rocev2_hours: tr,
+            extra_gpu_hours: (tr - ti) * gpus,
+            worth_usd: (tr - ti) * gpus * g,
+        });
     }
-    if let Some(r) = microsecond_reason(sums, costs) {
-        reasons.push(r);
+    if let Some(f) = microsecond(sums, costs) {
+        findings.push(f);
     }
-    reasons.push(tail_reason(sums));
-    reasons.push(risk_reason(sums[1]));
+    findings.push(Finding::Tail {
+        infiniband: Tail::of(sums[0]),
+        rocev2: Tail::of(sums[1]),
+    });
+    findings.push(Finding::risks(sums[1]));
     if sums.iter().any(|s| s.level == "flow") {
-        reasons.push("simulated at flow level: flows share links max-min fairly (RoCEv2's shared ports at the share packet-level probes measured); `fabricsim calibrate` gives its error against packet level".into());
-        reasons.extend(sums.iter().flat_map(|s| s.flow_level_notes.iter().cloned()));
+        findings.push(Finding::FlowLevel {
+            notes: sums
+                .iter()
+                .flat_map(|s| s.flow_level_notes.iter().cloned())
+                .collect(),
+        });
     }
     let mut points = FlipPoints {
         gpu_usd: None,
@@ -449,23 +380,23 @@ pub fn recommend(
         rocev2_time_ratio_now: None,
         infiniband_network_lifetime_usd: None,
     };
+    let mut flips = Vec::new();
     if let (Some(ti), Some(tr)) = (ib.job_hours, roce.job_hours) {
         if ti > 0.0 {
             let r_star = (gpus * g + n_ib) / (gpus * g + n_roce);
             points.rocev2_time_ratio = Some(r_star);
             points.rocev2_time_ratio_now = Some(tr / ti);
-            flip.push(format!(
-                "RoCEv2's job time over InfiniBand's: both cost the same at {r_star:.4} (now {:.4}); below it RoCEv2 is cheaper, above it InfiniBand",
-                tr / ti
-            ));
+            flips.push(Flip::TimeRatio {
+                at: r_star,
+                now: tr / ti,
+            });
             let n_star =
                 (tr * (gpus * g + n_roce) / ti - gpus * g) * s.cost.lifetime_years * HOURS_PER_YEAR;
             points.infiniband_network_lifetime_usd = Some(n_star);
-            flip.push(format!(
-                "InfiniBand network's lifetime cost: both cost the same at {} (now {})",
-                usd(n_star),
-                usd(ib.lifetime_usd)
-            ));
+            flips.push(Flip::InfinibandLifetime {
+                at_usd: n_star,
+                now_usd: ib.lifetime_usd,
+            });
         }
         // G g (ti - tr) = tr n_roce - ti n_ib, g = price / life + energy.
         if (ti - tr).abs() > ti * 1e-12 {
@@ -474,54 +405,52 @@ pub fn recommend(
             let c = &s.cost;
             let energy = watts / 1000.0 * c.pue * c.electricity_usd_per_kwh;
             let p_star = (g_star - energy) * c.lifetime_years * HOURS_PER_YEAR;
+            let faster = if ti > tr {
+                FabricKind::Rocev2
+            } else {
+                FabricKind::Infiniband
+            };
             if p_star > 0.0 {
                 points.gpu_usd = Some(p_star);
-                let (above, below) = if ti > tr {
-                    ("RoCEv2", "InfiniBand")
-                } else {
-                    ("InfiniBand", "RoCEv2")
-                };
-                flip.push(format!(
-                    "GPU price: both cost the same at {} per GPU (now {}); above it {above} is cheaper, below it {below}",
-                    usd(p_star),
-                    usd(gpu(s).usd())
-                ));
+                flips.push(Flip::GpuPrice {
+                    at_usd: p_star,
+                    now_usd: gpu(s).usd(),
+                    cheaper_above: faster.name(),
+                });
             } else {
-                flip.push(format!(
-                    "GPU price: no GPU price flips it ({} is cheaper at any price)",
-                    if ti > tr { "RoCEv2" } else { "InfiniBand" }
-                ));
+                flips.push(Flip::NoGpuPrice {
+                    cheaper: faster.name(),
+                });
             }
         } else {
-            flip.push(
-                "GPU price: the job times are equal, so the network's cost alone decides".into(),
-            );
+            flips.push(Flip::EqualTimes);
         }
-        flip.push("job length: both fabrics' costs grow in proportion to it, so it does not flip the answer".into());
+        flips.push(Flip::JobLength);
     }
-    reasons.insert(0, practice_reason(s));
     let across_ranges = match surface {
         Some(surface) => {
             let v = uncertainty::verdict(surface, s.compare.samples, s.compare.threshold, s.seed);
             let latencies = surface.inputs().iter().any(|i| i.effect.changes_run());
-            reasons.insert(0, range_reason(&v, latencies, ends_unfinished));
+            findings.insert(0, Finding::across_ranges(&v, latencies, ends_unfinished));
             v
         }
         None => Verdict::certain(fabric.name(), s.compare.threshold),
     };
     Recommendation {
         fabric: fabric.name(),
-        reasons,
-        flip,
+        reasons: findings.iter().map(Finding::text).collect(),
+        flip: flips.iter().map(Flip::text).collect(),
         flip_points: points,
         saving,
         across_ranges,
+        findings,
+        flips,
     }
 }
 
-/// The seed's point in this cluster's terms: what one microsecond more per exchange adds
-/// to the (longest) training job on each fabric, in hours and dollars.
-fn microsecond_reason(sums: [&Summary; 2], costs: [&NetworkCost; 2]) -> Option<String> {
+/// What one microsecond more per exchange adds to the (longest) training job on each
+/// fabric, in hours and dollars: the seed's point in this cluster's terms.
+fn microsecond(sums: [&Summary; 2], costs: [&NetworkCost; 2]) -> Option<Finding> {
     let per = |f: usize| {
         let extra = sums[f]
             .training
@@ -536,83 +465,12 @@ fn microsecond_reason(sums: [&Summary; 2], costs: [&NetworkCost; 2]) -> Option<S
         ))
     };
     let (ib, roce) = (per(0)?, per(1)?);
-    Some(format!(
-        "a microsecond: 1 us more per exchange adds {} to the job on InfiniBand ({}) and {} on RoCEv2 ({})",
-        hours(ib.0),
-        usd(ib.1),
-        hours(roce.0),
-        usd(roce.1)
-    ))
-}
-
-/// Tail latency and jitter: FCT p99 against p50, and the spread of iteration times.
-fn tail_reason(sums: [&Summary; 2]) -> String {
-    let part = |s: &Summary| {
-        let ratio = if s.fct_ns.p50 > 0 {
-            s.fct_ns.p99 as f64 / s.fct_ns.p50 as f64
-        } else {
-            0.0
-        };
-        let mut t = format!(
-            "FCT p99 {:.1} us (p99/p50 {ratio:.2})",
-            s.fct_ns.p99 as f64 / 1e3
-        );
-        let iters: Vec<f64> = s
-            .training
-            .iter()
-            .flat_map(|t| t.iteration_ns.iter().skip(1).flatten().copied())
-            .collect();
-        if iters.len() > 1 {
-            let (lo, hi) = iters
-                .iter()
-                .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
-            t.push_str(&format!(", iteration spread {:.1} us", (hi - lo) / 1e3));
-        }
-        t
-    };
-    format!(
-        "tail: InfiniBand {}; RoCEv2 {}",
-        part(sums[0]),
-        part(sums[1])
-    )
-}
-
-/// What went wrong, or nearly, on RoCEv2.
-fn risk_reason(s: &Summary) -> String {
-    let mut risks = Vec::new();
-    if s.pfc_pause_frames > 0 {
-        risks.push(format!(
-            "{} PFC pause frames ({:.1} us paused over all ports)",
-            s.pfc_pause_frames,
-            s.pfc_paused_ns as f64 / 1e3
-        ));
-    }
-    if s.drops > 0 {
-        risks.push(format!(
-            "{} drops, {} packets retransmitted",
-            s.drops, s.retransmitted_packets
-        ));
-    }
-    if s.deadlock.is_some() {
-        risks.push("a PFC deadlock that stopped the run".into());
-    }
-    if !s.pfc_cycles.is_empty() || s.watchdog_trips > 0 {
-        risks.push(format!(
-            "{} cycles of paused queues, {} PFC watchdog trips",
-            s.pfc_cycles.len(),
-            s.watchdog_trips
-        ));
-    }
-    if s.cnps > 0 {
-        risks.push(format!("{} ECN marks, {} CNPs", s.ecn_marked, s.cnps));
-    }
-    if s.level == "flow" {
-        "RoCEv2 risks: not seen at flow level, which models no pause, drop, mark or deadlock (run at packet level to see them)".into()
-    } else if risks.is_empty() {
-        "RoCEv2 risks seen in the run: none (no pause, drop, deadlock or watchdog trip)".into()
-    } else {
-        format!("RoCEv2 risks seen in the run: {}", risks.join("; "))
-    }
+    Some(Finding::Microsecond {
+        infiniband_hours: ib.0,
+        rocev2_hours: roce.0,
+        infiniband_usd: ib.1,
+        rocev2_usd: roce.1,
+    })
 }
 
 #[cfg(test)]
