@@ -283,6 +283,27 @@ fn operating_lines_enter_the_operating_cost_and_the_verdict() {
             "{c_roce} vs {c_ib} at {e}"
         );
     }
+    // Any money setting takes a range the same way.
+    let ranged = compare::run_both(
+        &scenario(&text(
+            "pue = [1.1, 1.2, 1.5]\ngpu_usd = [20000, 30000, 40000]",
+        )),
+        false,
+        2,
+    )
+    .unwrap();
+    let d = &ranged.recommendation.across_ranges.drivers;
+    for (name, want) in [
+        ("PUE", (1.1, 1.2, 1.5)),
+        ("h100-sxm price", (20000.0, 30000.0, 40000.0)),
+    ] {
+        let x = d
+            .iter()
+            .find(|x| x.input == name)
+            .unwrap_or_else(|| panic!("{name}"));
+        assert_eq!((x.low, x.base, x.high), want, "{name}");
+    }
+    assert!((ranged.runs[0].cost.power_kw / ranged.runs[0].cost.it_power_kw - 1.2).abs() < 1e-12);
     let e = fabricsim_experiment::scenario::Scenario::parse(
         &text("staff_usd_per_year = { rocev2 = [3, 2, 1] }"),
         "t",

@@ -42,8 +42,8 @@ pub fn money_inputs(s: &Scenario, costs: [&NetworkCost; 2]) -> Vec<Input> {
             effect: Effect::Price(i.name.clone()),
         });
     }
-    let (range, confidence) = match s.cost.gpu_usd {
-        Some(p) => (Range::point(p), Confidence::Sourced),
+    let (range, confidence) = match &s.cost.ranges.gpu_usd {
+        Some(r) => (r.range, r.confidence),
         None => (gpu.price_range, gpu.confidence),
     };
     v.push(Input {

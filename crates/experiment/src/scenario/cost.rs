@@ -11,12 +11,12 @@ use toml::Spanned;
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(super) struct FileCost {
-    lifetime_years: Field,
-    electricity_usd_per_kwh: Field,
-    pue: Field,
-    gpu_usd: Field,
+    lifetime_years: RangeField,
+    electricity_usd_per_kwh: RangeField,
+    pue: RangeField,
+    gpu_usd: RangeField,
     gpu_watts: Field,
-    support_share_per_year: Field,
+    support_share_per_year: RangeField,
     runs_per_job: Field,
     software: Option<Vec<Spanned<String>>>,
     staff_usd_per_year: Option<FilePerFabric>,
@@ -74,6 +74,8 @@ pub struct SettingRange {
 /// The ranges of the settings the verdict samples.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CostRanges {
+    /// `[cost] gpu_usd`'s range; `None`: the catalog GPU's.
+    pub gpu_usd: Option<SettingRange>,
     pub lifetime_years: SettingRange,
     pub electricity_usd_per_kwh: SettingRange,
     pub pue: SettingRange,
@@ -84,6 +86,7 @@ impl Default for CostRanges {
     fn default() -> Self {
         let r = |low, base, high| Range { low, base, high };
         CostRanges {
+            gpu_usd: None,
             lifetime_years: SettingRange {
                 range: r(3.0, 5.0, 5.0),
                 confidence: Confidence::Estimate,
@@ -199,39 +202,50 @@ impl Default for CostSettings {
 pub(super) fn parse(c: &Ctx, f: Option<&FileCost>) -> Result<CostSettings, ScenarioError> {
     let mut s = CostSettings::default();
     let Some(f) = f else { return Ok(s) };
-    let mine = |x: f64| SettingRange {
-        range: Range::point(x),
+    // A setting is a number (a point) or [low, base, high]: the user's own either way.
+    let mine = |range: Range| SettingRange {
+        range,
         confidence: Confidence::Sourced,
         source: "set in the scenario",
     };
-    if let Some(x) = c.number("cost.lifetime_years", &f.lifetime_years, 0.1, 50.0)? {
-        s.lifetime_years = x;
-        s.ranges.lifetime_years = mine(x);
+    let r = &mut s.ranges;
+    for (key, v, lo, hi, base, range) in [
+        (
+            "cost.lifetime_years",
+            &f.lifetime_years,
+            0.1,
+            50.0,
+            &mut s.lifetime_years,
+            &mut r.lifetime_years,
+        ),
+        (
+            "cost.electricity_usd_per_kwh",
+            &f.electricity_usd_per_kwh,
+            0.0,
+            10.0,
+            &mut s.electricity_usd_per_kwh,
+            &mut r.electricity_usd_per_kwh,
+        ),
+        ("cost.pue", &f.pue, 1.0, 5.0, &mut s.pue, &mut r.pue),
+        (
+            "cost.support_share_per_year",
+            &f.support_share_per_year,
+            0.0,
+            1.0,
+            &mut s.support_share_per_year,
+            &mut r.support_share_per_year,
+        ),
+    ] {
+        if let Some(x) = c.range(key, v, lo, hi)? {
+            *base = x.base;
+            *range = mine(x);
+        }
     }
-    if let Some(x) = c.number(
-        "cost.electricity_usd_per_kwh",
-        &f.electricity_usd_per_kwh,
-        0.0,
-        10.0,
-    )? {
-        s.electricity_usd_per_kwh = x;
-        s.ranges.electricity_usd_per_kwh = mine(x);
+    if let Some(x) = c.range("cost.gpu_usd", &f.gpu_usd, 0.0, 1e7)? {
+        s.gpu_usd = Some(x.base);
+        r.gpu_usd = Some(mine(x));
     }
-    if let Some(x) = c.number("cost.pue", &f.pue, 1.0, 5.0)? {
-        s.pue = x;
-        s.ranges.pue = mine(x);
-    }
-    s.gpu_usd = c.number("cost.gpu_usd", &f.gpu_usd, 0.0, 1e7)?;
     s.gpu_watts = c.number("cost.gpu_watts", &f.gpu_watts, 0.0, 1e5)?;
-    if let Some(x) = c.number(
-        "cost.support_share_per_year",
-        &f.support_share_per_year,
-        0.0,
-        1.0,
-    )? {
-        s.support_share_per_year = x;
-        s.ranges.support_share_per_year = mine(x);
-    }
     if let Some(x) = c.number("cost.runs_per_job", &f.runs_per_job, 1.0, 1e12)? {
         s.runs_per_job = x;
     }
@@ -272,13 +286,18 @@ pub(super) fn parse(c: &Ctx, f: Option<&FileCost>) -> Result<CostSettings, Scena
 
 /// `[cost]` with every default filled in.
 pub(super) fn write_toml(s: &CostSettings, out: &mut String) {
+    let r = &s.ranges;
     let _ = writeln!(
         out,
-        "\n[cost]\nlifetime_years = {:?}\nelectricity_usd_per_kwh = {:?}\npue = {:?}\nsupport_share_per_year = {:?}\nruns_per_job = {:?}",
-        s.lifetime_years, s.electricity_usd_per_kwh, s.pue, s.support_share_per_year, s.runs_per_job
+        "\n[cost]   # a setting with a range is [low, base, high]; the verdict samples it\nlifetime_years = {}\nelectricity_usd_per_kwh = {}\npue = {}\nsupport_share_per_year = {}\nruns_per_job = {:?}",
+        range_toml(r.lifetime_years.range),
+        range_toml(r.electricity_usd_per_kwh.range),
+        range_toml(r.pue.range),
+        range_toml(r.support_share_per_year.range),
+        s.runs_per_job
     );
-    if let Some(x) = s.gpu_usd {
-        let _ = writeln!(out, "gpu_usd = {x:?}");
+    if let Some(x) = &r.gpu_usd {
+        let _ = writeln!(out, "gpu_usd = {}", range_toml(x.range));
     }
     if let Some(x) = s.gpu_watts {
         let _ = writeln!(out, "gpu_watts = {x:?}");
@@ -305,5 +324,14 @@ pub(super) fn write_toml(s: &CostSettings, out: &mut String) {
             r(0),
             r(1)
         );
+    }
+}
+
+/// A range as TOML: its base if a point, else `[low, base, high]`.
+fn range_toml(x: Range) -> String {
+    if x.is_point() {
+        format!("{:?}", x.base)
+    } else {
+        format!("[{:?}, {:?}, {:?}]", x.low, x.base, x.high)
     }
 }
