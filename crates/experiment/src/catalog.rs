@@ -562,27 +562,25 @@ mod tests {
         let e = c.get("spectrum-4-sn5600").unwrap();
         assert_eq!((e.price_range.low, e.price_range.high), (30000.0, 41000.0));
         assert_eq!(e.confidence, Confidence::Placeholder);
-        let err = c
-            .merge_text("[spectrum-4-sn5600]\nhigh_usd = 100\n", "mine.toml")
-            .unwrap_err();
-        assert!(
-            err.contains("catalog.spectrum-4-sn5600.low_usd = 30000, price_usd = 41000, high_usd = 100: must hold low <= base <= high"),
-            "{err}"
-        );
-        let err = c
-            .merge_text("[spectrum-4-sn5600]\nconfidence = \"sure\"\n", "f")
-            .unwrap_err();
-        assert!(
-            err.contains("catalog.spectrum-4-sn5600.confidence = \"sure\": expected one of"),
-            "{err}"
-        );
-        let err = c
-            .merge_text("[spectrum-4-sn5600]\nincludes_nic = true\n", "f")
-            .unwrap_err();
-        assert!(
-            err.contains("only a GPU entry's price can include its NIC"),
-            "{err}"
-        );
+        for (text, want) in [
+            (
+                "high_usd = 100",
+                "catalog.spectrum-4-sn5600.low_usd = 30000, price_usd = 41000, high_usd = 100: must hold low <= base <= high",
+            ),
+            (
+                "confidence = \"sure\"",
+                "catalog.spectrum-4-sn5600.confidence = \"sure\": expected one of",
+            ),
+            (
+                "includes_nic = true",
+                "only a GPU entry's price can include its NIC",
+            ),
+        ] {
+            let err = c
+                .merge_text(&format!("[spectrum-4-sn5600]\n{text}\n"), "mine.toml")
+                .unwrap_err();
+            assert!(err.contains(want), "{err}");
+        }
     }
 
     #[test]

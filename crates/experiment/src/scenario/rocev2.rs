@@ -66,6 +66,21 @@ pub(super) fn key(k: &str) -> String {
     format!("fabric.rocev2.{k}")
 }
 
+/// The DCQCN keys (besides `dcqcn_g`) that override a preset, with their values.
+fn dcqcn_timing_keys(f: &FileRoce) -> [(&'static str, &Field); 9] {
+    [
+        ("alpha_period", &f.alpha_period),
+        ("increase_period", &f.increase_period),
+        ("byte_counter", &f.byte_counter),
+        ("fast_recovery_steps", &f.fast_recovery_steps),
+        ("rate_ai", &f.rate_ai),
+        ("rate_hai", &f.rate_hai),
+        ("min_rate", &f.min_rate),
+        ("rate_decrease_period", &f.rate_decrease_period),
+        ("cnp_interval", &f.cnp_interval),
+    ]
+}
+
 /// How the file departs from RoCEv2 as its vendors recommend running it: PFC on the
 /// RDMA priority, ECN marking, DCQCN at the ConnectX firmware's defaults (NVIDIA DOCA
 /// "DCQCN CC Parameters"; docs/PARAMETERS.md). Each departure in words.
@@ -92,17 +107,7 @@ pub(super) fn departures(f: &FileRoce) -> Vec<String> {
             ));
         }
     }
-    let tuned = [
-        ("alpha_period", &f.alpha_period),
-        ("increase_period", &f.increase_period),
-        ("byte_counter", &f.byte_counter),
-        ("fast_recovery_steps", &f.fast_recovery_steps),
-        ("rate_ai", &f.rate_ai),
-        ("rate_hai", &f.rate_hai),
-        ("min_rate", &f.min_rate),
-        ("rate_decrease_period", &f.rate_decrease_period),
-        ("cnp_interval", &f.cnp_interval),
-    ];
+    let tuned = dcqcn_timing_keys(f);
     let mut keys: Vec<&str> = tuned
         .iter()
         .filter(|(_, x)| x.is_some())
@@ -250,17 +255,7 @@ fn dcqcn(c: &Ctx, f: &FileRoce, link_rate: BitRate) -> Result<Option<DcqcnConfig
     )?;
     let preset = c.choice(&key("dcqcn_preset"), &f.dcqcn_preset, &DcqcnPreset::NAMES)?;
     if cc == Some("none") {
-        let overrides = [
-            ("alpha_period", &f.alpha_period),
-            ("increase_period", &f.increase_period),
-            ("byte_counter", &f.byte_counter),
-            ("fast_recovery_steps", &f.fast_recovery_steps),
-            ("rate_ai", &f.rate_ai),
-            ("rate_hai", &f.rate_hai),
-            ("min_rate", &f.min_rate),
-            ("rate_decrease_period", &f.rate_decrease_period),
-            ("cnp_interval", &f.cnp_interval),
-        ];
+        let overrides = dcqcn_timing_keys(f);
         let given = overrides.iter().find(|(_, v)| v.is_some()).map(|(k, _)| *k);
         let given =
             given.or((preset.is_some() || f.dcqcn_g.is_some()).then_some("dcqcn_preset / dcqcn_g"));
