@@ -152,6 +152,10 @@ enum Command {
     /// Sweep a scenario over values of its keys (their cross product, or --zip), on every
     /// core or as a Slurm job array; resumable: finished points are kept and skipped.
     Sweep(SweepArgs),
+    /// Search RoCEv2's PFC, ECN and congestion-control settings for this cluster and
+    /// workload (no drop, no deadlock, no watchdog trip), then re-run the best on other
+    /// seeds and loads: DIR/tuned.toml, DIR/trials.csv, DIR/tune.json; resumable.
+    Tune(TuneArgs),
     /// Run the built-in suite of scenarios that reproduce published measurements and print
     /// measured against simulated, with each source (exit status 3 if a case moved).
     Validate {
@@ -268,6 +272,32 @@ fn main() -> ExitCode {
 }
 
 #[derive(clap::Args)]
+struct TuneArgs {
+    file: PathBuf,
+    /// The tune's folder (trials kept there: a second run resumes).
+    #[arg(long)]
+    out: PathBuf,
+    /// Trials the search may run (the baseline and the robustness runs come on top).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u32).range(8..=100_000))]
+    budget: u32,
+    /// What to optimise.
+    #[arg(long, default_value = "job-time", value_parser = ["job-time", "p99-fct", "goodput"])]
+    objective: String,
+    /// The most PFC paused time over all ports a trial may have (e.g. 100us).
+    #[arg(long)]
+    max_paused: Option<String>,
+    /// The congestion control searched: DCQCN's settings, none (PFC only), or either.
+    #[arg(long, default_value = "any", value_parser = ["any", "dcqcn", "none"])]
+    congestion_control: String,
+    /// Trials run at once (default: every idle core).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    threads: Option<u32>,
+    /// Price and power figures overriding the built-in catalog.
+    #[arg(long)]
+    catalog: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
 struct SweepArgs {
     /// The scenario file (with --collect: the sweep's folder).
     target: PathBuf,
@@ -366,6 +396,85 @@ fn catalog(path: Option<&PathBuf>) -> Result<Catalog, String> {
             .map_err(|e| format!("--catalog {e}"))?;
     }
     Ok(base)
+}
+
+/// `fabricsim tune`: the search, then a table of the baseline, the best trial and its
+/// robust worst case.
+fn tune(a: TuneArgs) -> Result<Completion, Failure> {
+    use fabricsim_experiment::tune::{self, Objective, TuneSpec};
+    let max_paused_ns = a
+        .max_paused
+        .as_deref()
+        .map(tune::max_paused_ns)
+        .transpose()?;
+    let threads = a
+        .threads
+        .map_or_else(estimate::idle_cores, |t| t as usize)
+        .max(1);
+    let spec = TuneSpec {
+        file: a.file,
+        out: a.out,
+        budget: a.budget as usize,
+        objective: Objective::parse(&a.objective).expect("clap checked it"),
+        max_paused_ns,
+        threads,
+        dcqcn: match a.congestion_control.as_str() {
+            "dcqcn" => Some(true),
+            "none" => Some(false),
+            _ => None,
+        },
+    };
+    let t = tune::tune(&spec, &catalog(a.catalog.as_ref())?)?;
+    let figure = |tr: &tune::Trial| {
+        tr.figures.as_ref().map_or("-".to_string(), |f| {
+            fabricsim_experiment::decision::tick(&match t.objective {
+                Objective::JobTime => f.job_seconds,
+                Objective::P99Fct => f.p99_slowdown,
+                Objective::Goodput => f.goodput_gbps,
+            })
+        })
+    };
+    let why = |tr: &tune::Trial| {
+        tr.infeasible(spec.max_paused_ns)
+            .unwrap_or_else(|| "feasible".into())
+    };
+    let mut text = format!(
+        "tuned for {} ({}), {} trials
+  baseline (the scenario's settings): {} ({})
+  best trial: {} ({})
+",
+        t.objective.name(),
+        tune::unit(t.objective),
+        t.trials,
+        figure(&t.baseline),
+        why(&t.baseline),
+        figure(&t.best),
+        why(&t.best)
+    );
+    for r in &t.robust {
+        text += &format!(
+            "  on seed {} at {}x load: {} ({})
+",
+            r.seed,
+            r.load,
+            figure(r),
+            why(r)
+        );
+    }
+    text += &format!(
+        "  robust (the worst of these): {}{}
+settings in {}
+",
+        fabricsim_experiment::decision::tick(&t.worst_figure),
+        if t.robust_feasible {
+            ""
+        } else {
+            ", not feasible everywhere"
+        },
+        spec.out.join("tuned.toml").display()
+    );
+    out(&text)?;
+    Ok(Completion::Complete)
 }
 
 /// `fabricsim sweep`: validates every point, then runs them here, or writes (and submits)
@@ -670,6 +779,7 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
             Ok(completion(&[&summary]))
         }
         Command::Sweep(args) => sweep(args),
+        Command::Tune(args) => tune(args),
         Command::Validate {
             json: as_json,
             report,

@@ -1009,3 +1009,47 @@ fn collective_refuses_sizes_beyond_512g() {
         "{err}"
     );
 }
+
+/// `fabricsim tune` on a small file: the table on standard output, the folder's files,
+/// and bad input refused with the option and value named, exit status 2.
+#[test]
+fn tune_writes_its_folder_and_refuses_bad_input() {
+    let d = tmpdir("tune");
+    let f = write(&d, "small.toml", SMALL);
+    let dir = d.join("tuned");
+    let out = run(&[
+        "tune",
+        f.to_str().unwrap(),
+        "--out",
+        dir.to_str().unwrap(),
+        "--budget",
+        "8",
+        "--objective",
+        "p99-fct",
+        "--threads",
+        "2",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("tuned for p99-fct"), "{text}");
+    assert!(text.contains("robust (the worst of these)"), "{text}");
+    for f in ["tuned.toml", "trials.csv", "tune.json", "manifest.json"] {
+        assert!(dir.join(f).is_file(), "{f}");
+    }
+    for (args, want) in [
+        (vec!["--max-paused", "soon"], "--max-paused soon"),
+        (vec!["--budget", "3"], "--budget"),
+        (vec!["--objective", "fun"], "--objective"),
+    ] {
+        let mut all = vec!["tune", f.to_str().unwrap(), "--out", "x"];
+        all.extend(args);
+        let bad = run(&all);
+        assert_eq!(bad.status.code(), Some(2), "{all:?}");
+        let err = String::from_utf8_lossy(&bad.stderr);
+        assert!(err.contains(want), "{all:?}: {err}");
+    }
+}

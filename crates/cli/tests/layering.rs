@@ -237,6 +237,7 @@ fn experiment_modules_depend_only_on_lower_layers() {
             ("validate", 9),
             ("sweep", 9),
             ("calibrate", 10),
+            ("tune", 10),
         ],
     );
 }

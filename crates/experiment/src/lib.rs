@@ -35,4 +35,5 @@ pub mod results;
 pub mod runner;
 pub mod scenario;
 pub mod sweep;
+pub mod tune;
 pub mod validate;

@@ -251,6 +251,21 @@ pub fn thousands(x: f64) -> String {
     out
 }
 
+/// A figure for a person: a whole number with thousands separators, else at most three
+/// decimals without trailing zeros (never a raw float such as "2000.0"); an axis label.
+pub fn tick(x: &f64) -> String {
+    let x = *x;
+    if x.abs() >= 1000.0 || x.fract().abs() < 1e-9 {
+        return thousands(x);
+    }
+    let t = if x.abs() < 0.01 {
+        sig(x)
+    } else {
+        format!("{x:.3}")
+    };
+    t.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 /// Dollars, shortened above ten thousand.
 pub(crate) fn usd(x: f64) -> String {
     let a = x.abs();

@@ -2,6 +2,7 @@
 //! bundled DejaVu Sans (assets/DejaVuSans.ttf), so no system font is needed.
 
 use crate::compare::Comparison;
+pub use crate::decision::tick;
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 use std::sync::Once;
@@ -79,21 +80,6 @@ fn top(values: impl Iterator<Item = f64>) -> f64 {
     } else {
         1.0
     }
-}
-
-/// An axis label: a whole number with thousands separators, else at most three
-/// decimals without trailing zeros (never a raw float such as "2000.0").
-pub fn tick(x: &f64) -> String {
-    let x = *x;
-    if x.abs() >= 1000.0 || x.fract().abs() < 1e-9 {
-        return crate::decision::thousands(x);
-    }
-    let t = if x.abs() < 0.01 {
-        crate::decision::sig(x)
-    } else {
-        format!("{x:.3}")
-    };
-    t.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// A size in bytes as an axis label: B, KiB, MiB or GiB.

@@ -160,7 +160,7 @@ pub fn combinations(spec: &SweepSpec) -> Result<Vec<Vec<(String, String)>>, Stri
 
 /// A value as written on the command line, as TOML: a number, boolean, array or inline
 /// table where it parses as one, else a string (so `400Gbps` needs no quotes).
-fn toml_value(text: &str) -> toml::Value {
+pub(crate) fn toml_value(text: &str) -> toml::Value {
     match toml::from_str::<toml::Table>(&format!("v = {text}")) {
         Ok(mut t) => t.remove("v").expect("parsed"),
         Err(_) => toml::Value::String(text.trim_matches('"').to_string()),
@@ -169,7 +169,7 @@ fn toml_value(text: &str) -> toml::Value {
 
 /// Sets the dotted `key` of `doc` to `value`, creating tables on the way; a number
 /// indexes an array (`traffic.0.size`), which must have that entry.
-fn set_key(doc: &mut toml::Table, key: &str, value: toml::Value) -> Result<(), String> {
+pub(crate) fn set_key(doc: &mut toml::Table, key: &str, value: toml::Value) -> Result<(), String> {
     let parts: Vec<&str> = key.split('.').collect();
     let (last, path) = parts.split_last().expect("a key has a part");
     let mut table = doc;
@@ -213,7 +213,7 @@ fn set_key(doc: &mut toml::Table, key: &str, value: toml::Value) -> Result<(), S
 }
 
 /// The scenario `text` with `parameters` set, parsed and validated; errors name the point.
-fn point_scenario(
+pub(crate) fn point_scenario(
     text: &str,
     stem: &str,
     base: &Path,
@@ -315,7 +315,7 @@ pub fn manifest(file: &Path, points: &[Point]) -> String {
 }
 
 /// FNV-1a, 64 bits: a stable digest of the scenario text (no hash-map order involved).
-fn fnv1a(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
         (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
     })

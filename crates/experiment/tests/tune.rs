@@ -1,0 +1,136 @@
+//! The RoCEv2 tuner: on the 8:1 incast at 400G from the DCQCN paper's constants it
+//! reaches the bottleneck's payload rate without a drop; the same tune gives the same
+//! trials; a killed tune resumes to the same answer; another tune is refused its folder.
+
+use fabricsim_core::wire::roce::{data_overhead, IpVersion};
+use fabricsim_experiment::catalog::Catalog;
+use fabricsim_experiment::tune::{self, Objective, TuneSpec};
+use std::path::{Path, PathBuf};
+
+const INCAST: &str = "name = \"incast-paper\"\nseed = 7\n[fabric]\nkind = \"rocev2\"\nlink_rate = \"400Gbps\"\nmtu = 4096\nlink_delay = \"25ns\"\n[fabric.rocev2]\ndcqcn_preset = \"paper\"\n[topology]\nkind = \"single-switch\"\nhosts = 9\n[[traffic]]\nkind = \"incast\"\nsenders = [1, 2, 3, 4, 5, 6, 7, 8]\ndst = 0\nsize = \"4MiB\"\n";
+
+/// A fresh folder under the target directory.
+fn scratch(name: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("tune")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn spec(dir: &Path, budget: usize, dcqcn: Option<bool>) -> TuneSpec {
+    let file = dir.join("incast.toml");
+    std::fs::write(&file, INCAST).unwrap();
+    TuneSpec {
+        file,
+        out: dir.join("out"),
+        budget,
+        objective: Objective::Goodput,
+        max_paused_ns: None,
+        threads: 2,
+        dcqcn,
+    }
+}
+
+/// The bottleneck's payload rate: 400 Gb/s x 4096 / (4096 + a WRITE packet's overhead).
+fn payload_gbps() -> f64 {
+    400.0 * 4096.0 / (4096 + data_overhead(IpVersion::V4)) as f64
+}
+
+#[test]
+fn the_tuner_brings_the_paper_preset_incast_to_the_bottleneck_rate_without_a_drop() {
+    let d = scratch("incast");
+    // DCQCN's own settings only: the answer "turn it off" is not allowed here.
+    let t = tune::tune(&spec(&d, 30, Some(true)), &Catalog::builtin()).unwrap();
+    let line = payload_gbps();
+    let base = t.baseline.figures.as_ref().unwrap().goodput_gbps;
+    assert!(
+        base < 0.3 * line,
+        "the paper's constants starve the incast: {base}"
+    );
+    assert!(
+        t.robust_feasible,
+        "no drop, deadlock or watchdog trip anywhere"
+    );
+    assert!(
+        t.worst_figure >= 0.8 * line,
+        "robust goodput {} of a {line} Gb/s bottleneck",
+        t.worst_figure
+    );
+    assert!(
+        t.worst_figure <= line * 1.0001,
+        "no more than the wire carries"
+    );
+    for r in std::iter::once(&t.best).chain(&t.robust) {
+        assert_eq!(r.figures.as_ref().unwrap().drops, 0, "{}", r.id);
+        assert!(r
+            .parameters
+            .contains(&("fabric.rocev2.congestion_control".into(), "dcqcn".into())));
+    }
+    let tuned = std::fs::read_to_string(d.join("out/tuned.toml")).unwrap();
+    let rate_ai = t
+        .best
+        .parameters
+        .iter()
+        .find(|(k, _)| k == "fabric.rocev2.rate_ai")
+        .unwrap();
+    assert!(
+        tuned.contains(&format!("rate_ai = \"{}\"", rate_ai.1)),
+        "{tuned}"
+    );
+    // The tuned file runs as a scenario of its own.
+    fabricsim_experiment::scenario::Scenario::load(&d.join("out/tuned.toml")).unwrap();
+    let csv = std::fs::read_to_string(d.join("out/trials.csv")).unwrap();
+    assert_eq!(csv.lines().count(), t.trials + 1, "a row per trial");
+}
+
+#[test]
+fn a_tune_is_deterministic_and_resumes_to_the_same_answer() {
+    let (a, b) = (scratch("same-a"), scratch("same-b"));
+    let cat = Catalog::builtin();
+    let ta = tune::tune(&spec(&a, 12, None), &cat).unwrap();
+    tune::tune(&spec(&b, 12, None), &cat).unwrap();
+    let read = |d: &Path, f: &str| std::fs::read_to_string(d.join("out").join(f)).unwrap();
+    for f in ["trials.csv", "tuned.toml", "tune.json"] {
+        assert_eq!(read(&a, f), read(&b, f), "{f}");
+    }
+    // Kill -9 after some trials: remove the rest and the outputs, and run again.
+    let trials = b.join("out/trials");
+    let mut names: Vec<_> = std::fs::read_dir(&trials)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    names.sort();
+    for p in &names[names.len() / 2..] {
+        std::fs::remove_file(p).unwrap();
+    }
+    std::fs::remove_file(b.join("out/trials.csv")).unwrap();
+    let tb = tune::tune(&spec(&b, 12, None), &cat).unwrap();
+    assert_eq!(ta.trials, tb.trials);
+    for f in ["trials.csv", "tuned.toml", "tune.json"] {
+        assert_eq!(read(&a, f), read(&b, f), "{f} after resuming");
+    }
+    // Another tune into the same folder is refused.
+    let mut other = spec(&b, 12, None);
+    other.objective = Objective::P99Fct;
+    let e = tune::tune(&other, &cat).unwrap_err();
+    assert!(e.contains("holds another tune"), "{e}");
+}
+
+#[test]
+fn a_paused_time_bound_makes_trials_infeasible() {
+    let d = scratch("paused");
+    let mut s = spec(&d, 10, Some(false));
+    s.max_paused_ns = Some(1);
+    let t = tune::tune(&s, &Catalog::builtin()).unwrap();
+    // PFC alone pauses an 8:1 incast: nothing is feasible under a 1 ns bound, and the
+    // tune says so rather than calling a trial tuned.
+    assert!(!t.robust_feasible);
+    let why = t.best.infeasible(s.max_paused_ns).unwrap();
+    assert!(why.contains("paused, above the bound"), "{why}");
+    assert!(tune::max_paused_ns("5ms").unwrap() == 5_000_000);
+    assert!(tune::max_paused_ns("five")
+        .unwrap_err()
+        .contains("--max-paused five"));
+}
