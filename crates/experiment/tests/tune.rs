@@ -83,6 +83,67 @@ fn the_tuner_brings_the_paper_preset_incast_to_the_bottleneck_rate_without_a_dro
     fabricsim_experiment::scenario::Scenario::load(&d.join("out/tuned.toml")).unwrap();
     let csv = std::fs::read_to_string(d.join("out/trials.csv")).unwrap();
     assert_eq!(csv.lines().count(), t.trials + 1, "a row per trial");
+    equipment_matches(&d.join("out"));
+}
+
+/// The equipment's files say what tuned.toml says: SONiC's JSON parses and its values
+/// are the tuned ones; NVUE's and the NIC script's lines carry the same numbers, and the
+/// script is valid shell.
+fn equipment_matches(out: &Path) {
+    let s = fabricsim_experiment::scenario::Scenario::load(&out.join("tuned.toml")).unwrap();
+    let r = &s.roce;
+    let db: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("sonic-config_db.json")).unwrap())
+            .unwrap();
+    let e = r.ecn.as_ref().expect("ECN is tuned");
+    let wred = &db["WRED_PROFILE"]["AZURE_LOSSLESS"];
+    assert_eq!(wred["green_min_threshold"], e.red.kmin.to_string());
+    assert_eq!(wred["green_max_threshold"], e.red.kmax.to_string());
+    assert_eq!(
+        wred["green_drop_probability"],
+        tune::percent(e.red.pmax).to_string()
+    );
+    assert_eq!(wred["ecn"], "ecn_all");
+    let profile = &db["BUFFER_PROFILE"]["pg_lossless_fabricsim_profile"];
+    assert_eq!(profile["dynamic_th"], format!("-{}", r.alpha_shift));
+    assert_eq!(profile["xon"], r.reserve.to_string());
+    assert_eq!(profile["xoff"], r.headroom_for(s.link_rate).to_string());
+    assert_eq!(db["PORT_QOS_MAP"]["Ethernet0"]["pfc_enable"], "3");
+    assert_eq!(db["QUEUE"]["Ethernet0|3"]["wred_profile"], "AZURE_LOSSLESS");
+    let nvue = std::fs::read_to_string(out.join("nvue.txt")).unwrap();
+    let cc = "nv set qos congestion-control default-global traffic-class 3";
+    for line in [
+        format!("{cc} min-threshold {}", e.red.kmin),
+        format!("{cc} max-threshold {}", e.red.kmax),
+        format!("{cc} probability {}", tune::percent(e.red.pmax)),
+        "nv set qos pfc default-global switch-priority 3".to_string(),
+    ] {
+        assert!(nvue.lines().any(|l| l == line), "{line} in {nvue}");
+    }
+    let sh = std::fs::read_to_string(out.join("mlnx_qos.sh")).unwrap();
+    assert!(
+        sh.contains("mlnx_qos -i \"$DEV\" --trust dscp --pfc 0,0,0,1,0,0,0,0"),
+        "{sh}"
+    );
+    if let Some(d) = &r.dcqcn {
+        let rp = "/sys/class/net/$DEV/ecn/roce_rp";
+        for (name, v) in [
+            ("rpg_ai_rate", d.params.rate_ai.bps().div_ceil(1_000_000)),
+            ("rpg_hai_rate", d.params.rate_hai.bps().div_ceil(1_000_000)),
+            (
+                "rpg_time_reset",
+                d.params.increase_period.ps().div_ceil(1_000_000),
+            ),
+        ] {
+            let line = format!("echo {v} > {rp}/{name}");
+            assert!(sh.lines().any(|l| l == line), "{line} in {sh}");
+        }
+    }
+    let check = std::process::Command::new("sh")
+        .args(["-n", out.join("mlnx_qos.sh").to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(check.success(), "mlnx_qos.sh is valid shell");
 }
 
 #[test]

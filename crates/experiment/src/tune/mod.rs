@@ -11,6 +11,7 @@
 //! finishes, so a second run into DIR resumes; the search is a function of the trials'
 //! results, so the same scenario and seed give the same trials and the same answer.
 
+mod equipment;
 mod space;
 
 use crate::catalog::Catalog;
@@ -18,6 +19,7 @@ use crate::output;
 use crate::runner::{self, RunRequest};
 use crate::scenario::{FabricKind, Scenario};
 use crate::sweep;
+pub use equipment::percent;
 use serde::{Deserialize, Serialize};
 pub use space::{Knob, KNOBS};
 use std::path::{Path, PathBuf};
@@ -565,7 +567,8 @@ fn prepare(out: &Path, manifest: &str) -> Result<(), String> {
     }
 }
 
-/// DIR/trials.csv, DIR/tuned.toml and DIR/tune.json.
+/// DIR/trials.csv, DIR/tuned.toml, DIR/tune.json, and the settings for real equipment:
+/// DIR/sonic-config_db.json, DIR/nvue.txt, DIR/mlnx_qos.sh.
 fn write_outputs(
     base: &Base,
     spec: &TuneSpec,
@@ -595,6 +598,33 @@ fn write_outputs(
     );
     let toml_text = header + &toml::to_string(&doc).map_err(|e| e.to_string())?;
     output::write_file(&spec.out.join("tuned.toml"), toml_text.as_bytes()).map_err(at)?;
+    // The same settings as the equipment takes them, from the tuned scenario itself.
+    let tuned_scenario = Scenario::parse_with(&toml_text, &base.stem, &base.dir, &base.catalog)
+        .map_err(|e| format!("tuned.toml: {e}"))?;
+    let r = &tuned_scenario.roce;
+    let topo = tuned_scenario.build_topology()?;
+    let ports = (0..topo.nodes().len() as u32)
+        .map(fabricsim_core::units::NodeId)
+        .filter(|&n| {
+            matches!(
+                topo.nodes()[n.index()],
+                fabricsim_core::topology::NodeKind::Switch { .. }
+            )
+        })
+        .map(|n| topo.node_ports(n).len())
+        .max()
+        .unwrap_or(1);
+    let headroom = r.headroom_for(tuned_scenario.link_rate);
+    for (name, text) in [
+        (
+            "sonic-config_db.json",
+            equipment::sonic_config_db(r, headroom, ports),
+        ),
+        ("nvue.txt", equipment::nvue(r)),
+        ("mlnx_qos.sh", equipment::mlnx_qos(r)),
+    ] {
+        output::write_file(&spec.out.join(name), text.as_bytes()).map_err(at)?;
+    }
     let json = serde_json::to_string_pretty(tuned).expect("serialises") + "\n";
     output::write_file(&spec.out.join("tune.json"), json.as_bytes()).map_err(at)
 }
