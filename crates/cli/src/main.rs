@@ -125,6 +125,13 @@ enum Command {
         /// number.
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
         threads: Option<u32>,
+        /// Tune RoCEv2 for the job's time first (`fabricsim tune`) and compare it as a
+        /// third candidate, "rocev2-tuned", at its robust worst case.
+        #[arg(long)]
+        tune: bool,
+        /// Trials the tuner may run with --tune.
+        #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u32).range(8..=100_000))]
+        tune_budget: u32,
     },
     /// Sweep one collective over message sizes, as nccl-tests does, on the scenario's
     /// fabric and topology (its first collective entry, or an all-reduce over every host).
@@ -931,8 +938,11 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
             level,
             force,
             threads,
+            tune,
+            tune_budget,
         } => {
-            let mut scenario = load_with(file, catalog, seed)?;
+            let cat = self::catalog(catalog.as_ref())?;
+            let mut scenario = load_with(file.clone(), catalog, seed)?;
             set_level(&mut scenario, level.as_deref())?;
             let fabrics = scenario.compared_fabrics();
             let mut reasons: Vec<&String> = fabrics.iter().flat_map(|s| &s.level_reason).collect();
@@ -949,7 +959,16 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
                 runs.extend_from_within(..);
             }
             let threads = threads_for(threads, &runs, false)?;
-            let c = compare::run_both(&scenario, report.is_some(), threads)?;
+            let mut c = compare::run_both(&scenario, report.is_some(), threads)?;
+            if tune {
+                let (tuned, tuning) = fabricsim_experiment::tune::for_compare(
+                    file.as_deref(),
+                    &cat,
+                    tune_budget as usize,
+                    threads,
+                )?;
+                c = c.with_tuned(tuned, tuning, threads)?;
+            }
             if let Some(dir) = &report {
                 report::write(dir, &c).map_err(|e| format!("--report {}: {e}", dir.display()))?;
                 eprintln!(

@@ -1053,3 +1053,32 @@ fn tune_writes_its_folder_and_refuses_bad_input() {
         assert!(err.contains(want), "{all:?}: {err}");
     }
 }
+
+/// `compare --tune` on the built-in default: RoCEv2 untuned, tuned and at the tuned
+/// settings' robust worst beside InfiniBand, and the verdict among the three.
+#[test]
+fn compare_tune_shows_what_tuning_is_worth_on_the_default_cluster() {
+    let out = run(&["compare", "--tune", "--tune-budget", "8"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    for row in [
+        "rocev2, untuned",
+        "rocev2, tuned",
+        "rocev2, tuned at its robust worst",
+        "infiniband",
+    ] {
+        assert!(
+            text.lines().any(|l| l.trim_start().starts_with(row)),
+            "{row}: {text}"
+        );
+    }
+    assert!(text.contains("what tuning is worth (13 trials"), "{text}");
+    assert!(
+        text.contains("RoCEv2 tuned in") || text.contains("across the inputs' ranges"),
+        "{text}"
+    );
+}

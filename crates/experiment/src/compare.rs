@@ -3,7 +3,7 @@
 //! and the JSON object of SCENARIO.md v2.
 
 use crate::decision::uncertainty::{self, Surface};
-use crate::decision::{self, Design, NetworkCost, Recommendation};
+use crate::decision::{self, Design, NetworkCost, Recommendation, Tuning};
 use crate::results::Summary;
 use crate::runner::{self, Outcome};
 use crate::scenario::Scenario;
@@ -24,6 +24,12 @@ pub struct Comparison {
     /// InfiniBand, then RoCEv2.
     pub runs: [FabricRun; 2],
     pub recommendation: Recommendation,
+    /// RoCEv2 with the tuner's settings (`compare --tune`), and what the tuner found.
+    pub tuned: Option<(FabricRun, Tuning)>,
+    /// What the recommendation was decided from, to decide again with a tuned RoCEv2.
+    scenario: Scenario,
+    surface: Option<Surface>,
+    ends_unfinished: bool,
 }
 
 /// R of SCENARIO.md v2: the run summary plus the design and the cost.
@@ -40,7 +46,18 @@ struct FabricJson<'a> {
 struct ComparisonJson<'a> {
     infiniband: FabricJson<'a>,
     rocev2: FabricJson<'a>,
+    /// RoCEv2 with the tuner's settings, with `compare --tune`.
+    #[serde(rename = "rocev2-tuned", skip_serializing_if = "Option::is_none")]
+    rocev2_tuned: Option<TunedJson<'a>>,
     recommendation: &'a Recommendation,
+}
+
+/// The tuned candidate's R, with what the tuner found.
+#[derive(Serialize)]
+struct TunedJson<'a> {
+    #[serde(flatten)]
+    run: FabricJson<'a>,
+    tuning: &'a Tuning,
 }
 
 impl Comparison {
@@ -54,6 +71,14 @@ impl Comparison {
         let v = ComparisonJson {
             infiniband: r(0),
             rocev2: r(1),
+            rocev2_tuned: self.tuned.as_ref().map(|(run, tuning)| TunedJson {
+                run: FabricJson {
+                    summary: &run.summary,
+                    design: &run.design,
+                    cost: &run.cost,
+                },
+                tuning,
+            }),
             recommendation: &self.recommendation,
         };
         serde_json::to_string_pretty(&v).expect("results serialise") + "\n"
@@ -129,17 +154,72 @@ pub fn run_both(scenario: &Scenario, rates: bool, threads: usize) -> Result<Comp
     let runs: [FabricRun; 2] = runs.try_into().ok().expect("two fabrics");
     let costs = [&runs[0].cost, &runs[1].cost];
     let surface = Surface::new(scenario, costs, run_inputs, &end_hours);
+    let ends_unfinished = end_hours.iter().any(|e| e.1.is_none());
     let recommendation = decision::recommend(
         scenario,
         [&runs[0].summary, &runs[1].summary],
         costs,
         surface.as_ref(),
-        end_hours.iter().any(|e| e.1.is_none()),
+        ends_unfinished,
+        None,
     );
     Ok(Comparison {
         runs,
         recommendation,
+        tuned: None,
+        scenario: scenario.clone(),
+        surface,
+        ends_unfinished,
     })
+}
+
+impl Comparison {
+    /// Adds RoCEv2 run with the tuner's settings (`scenario`, at the level RoCEv2 ran)
+    /// as a third candidate, and decides again among the three.
+    pub fn with_tuned(
+        mut self,
+        scenario: Scenario,
+        mut tuning: Tuning,
+        threads: usize,
+    ) -> Result<Comparison, String> {
+        let mut s = scenario;
+        s.level = self.runs[1].scenario.level;
+        s.level_reason = self.runs[1].scenario.level_reason.clone();
+        let outcome = runner::run_all(&[(&s, None)], threads)
+            .pop()
+            .expect("one run")?;
+        let summary = runner::summarize(&s, &outcome, None);
+        let topo = s.build_topology()?;
+        let (design, cost) = decision::price(&s, s.fabric, &topo, &summary);
+        let run = FabricRun {
+            scenario: s,
+            summary,
+            outcome,
+            design,
+            cost,
+        };
+        // The tuned row is this run's (at compare's level); the robust worst is the tuner's,
+        // and never better than this run.
+        if let Some(h) = run.cost.job_hours {
+            tuning.tuned_hours = h;
+            tuning.robust_hours = tuning.robust_hours.max(h);
+        }
+        let surface = self
+            .surface
+            .take()
+            .map(|x| x.with_tuned(tuning.robust_hours));
+        self.recommendation = decision::recommend(
+            &self.scenario,
+            self.summaries(),
+            [&self.runs[0].cost, &self.runs[1].cost],
+            surface.as_ref(),
+            self.ends_unfinished,
+            Some((&tuning, &run.cost)),
+        );
+        self.surface = surface;
+        self.tuned = Some((run, tuning));
+        Ok(self)
+    }
 }
 
 /// A row of the table: its name, both fabrics' figures, and whether RoCEv2 / InfiniBand
@@ -419,6 +499,42 @@ pub fn table(c: &Comparison) -> String {
     s.push_str("where it would flip:\n");
     for line in &r.flip {
         let _ = writeln!(s, "  - {line}");
+    }
+    if let Some((run, t)) = &c.tuned {
+        let rows = [
+            (
+                "rocev2, untuned",
+                c.runs[1].cost.job_hours,
+                c.runs[1].cost.job_cost_usd,
+            ),
+            ("rocev2, tuned", run.cost.job_hours, run.cost.job_cost_usd),
+            (
+                "rocev2, tuned at its robust worst",
+                Some(t.robust_hours),
+                run.cost
+                    .job_hours
+                    .zip(run.cost.job_cost_usd)
+                    .map(|(h, usd)| usd / h * t.robust_hours),
+            ),
+            (
+                "infiniband",
+                c.runs[0].cost.job_hours,
+                c.runs[0].cost.job_cost_usd,
+            ),
+        ];
+        let _ = writeln!(
+            s,
+            "RoCEv2 tuned by `fabricsim tune` ({} trials, job time):\n  {:<36}{:>16}{:>16}",
+            t.trials, "", "job (h)", "job (USD)"
+        );
+        for (name, h, usd) in rows {
+            let _ = writeln!(
+                s,
+                "  {name:<36}{:>16}{:>16}",
+                num(h.unwrap_or(f64::NAN)),
+                num(usd.unwrap_or(f64::NAN))
+            );
+        }
     }
     let _ = writeln!(
         s,

@@ -195,3 +195,41 @@ fn a_paused_time_bound_makes_trials_infeasible() {
         .unwrap_err()
         .contains("--max-paused five"));
 }
+
+/// compare --tune's third candidate: its R in the JSON with what the tuner found, and
+/// the verdict's shares over the three candidates.
+#[test]
+fn a_tuned_rocev2_is_a_third_candidate() {
+    let d = scratch("compare");
+    let file = d.join("small.toml");
+    std::fs::write(
+        &file,
+        "seed = 5\n[cluster]\ngpus = 16\n[fabric.rocev2]\ndcqcn_preset = \"paper\"\n[[traffic]]\nkind = \"incast\"\nsenders = [8, 9, 10, 11, 12, 13, 14, 15]\ndst = 0\nsize = \"4MiB\"\n",
+    )
+    .unwrap();
+    let cat = Catalog::builtin();
+    let s = fabricsim_experiment::scenario::Scenario::load(&file).unwrap();
+    let c = fabricsim_experiment::compare::run_both(&s, false, 2).unwrap();
+    let (tuned, tuning) = tune::for_compare(Some(&file), &cat, 8, 2).unwrap();
+    assert!(tuning.robust_hours >= tuning.tuned_hours);
+    let c = c.with_tuned(tuned, tuning, 2).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&c.to_json()).unwrap();
+    let t = &json["rocev2-tuned"];
+    assert_eq!(t["fabric"], "rocev2");
+    assert!(t["tuning"]["trials"].as_u64().unwrap() >= 9);
+    let share = json["recommendation"]["share"].as_object().unwrap();
+    assert_eq!(share.len(), 3, "{share:?}");
+    let total: f64 = share.values().map(|v| v.as_f64().unwrap()).sum();
+    assert!((total - 1.0).abs() < 1e-9);
+    // The paper's constants starve this incast; tuned, RoCEv2's job is shorter.
+    let (untuned, tuned) = (
+        c.runs[1].cost.job_hours.unwrap(),
+        c.tuned.as_ref().unwrap().0.cost.job_hours.unwrap(),
+    );
+    assert!(tuned < untuned, "tuned {tuned} h, untuned {untuned} h");
+    assert!(c
+        .recommendation
+        .reasons
+        .iter()
+        .any(|r| r.starts_with("what tuning is worth")));
+}

@@ -2,7 +2,7 @@
 //! (`findings` and `flips` in the JSON); each renders itself as the sentence the CLI,
 //! summary.md and report.html show (`reasons` and `flip`).
 
-use super::uncertainty::{Driver, RatioSpread, Verdict};
+use super::uncertainty::{Driver, RatioSpread, Verdict, ROCEV2_TUNED};
 use super::{hours, sig, thousands, usd, value};
 use crate::results::Summary;
 use crate::scenario::FabricKind;
@@ -17,6 +17,8 @@ pub enum Finding {
         verdict: &'static str,
         share_infiniband: f64,
         share_rocev2: f64,
+        /// RoCEv2 with the tuner's settings, when `compare --tune` made it a candidate.
+        share_rocev2_tuned: Option<f64>,
         samples: u32,
         threshold: f64,
         cost_ratio: Option<RatioSpread>,
@@ -70,6 +72,19 @@ pub enum Finding {
         rocev2_hours: f64,
         infiniband_usd: f64,
         rocev2_usd: f64,
+    },
+    /// What tuning RoCEv2 is worth (`compare --tune`): its job untuned, tuned and at the
+    /// tuned settings' robust worst, beside InfiniBand's.
+    Tuning {
+        trials: usize,
+        untuned_hours: f64,
+        tuned_hours: f64,
+        robust_hours: f64,
+        untuned_usd: f64,
+        tuned_usd: f64,
+        robust_usd: f64,
+        infiniband_usd: f64,
+        robust_feasible: bool,
     },
     Tail {
         infiniband: Tail,
@@ -145,6 +160,7 @@ impl Finding {
             verdict: v.verdict,
             share_infiniband: v.share[FabricKind::Infiniband.name()],
             share_rocev2: v.share[FabricKind::Rocev2.name()],
+            share_rocev2_tuned: v.share.get(ROCEV2_TUNED).copied(),
             samples: v.samples,
             threshold: v.threshold,
             cost_ratio: v.cost_ratio.clone(),
@@ -184,6 +200,7 @@ impl Finding {
                 verdict,
                 share_infiniband,
                 share_rocev2,
+                share_rocev2_tuned,
                 samples,
                 threshold,
                 cost_ratio,
@@ -193,6 +210,9 @@ impl Finding {
                 ends_unfinished,
             } => {
                 let (ib, roce) = (share_infiniband * 100.0, share_rocev2 * 100.0);
+                let tuned = share_rocev2_tuned.map_or(String::new(), |t| {
+                    format!(", RoCEv2 tuned in {:.1} %", t * 100.0)
+                });
                 let spread = cost_ratio.as_ref().map_or(String::new(), |r| {
                     format!(
                         "; RoCEv2's job cost over InfiniBand's: median {:.3}, 10-90 % {:.3} to {:.3}",
@@ -214,7 +234,7 @@ impl Finding {
                         })
                         .collect();
                     format!(
-                        "too close to call: neither fabric is cheaper per job in {:.0} % of the inputs' ranges (InfiniBand in {ib:.1} %, RoCEv2 in {roce:.1} % of {samples} samples{spread}); what decides it: {}",
+                        "too close to call: neither fabric is cheaper per job in {:.0} % of the inputs' ranges (InfiniBand in {ib:.1} %, RoCEv2 in {roce:.1} %{tuned} of {samples} samples{spread}); what decides it: {}",
                         threshold * 100.0,
                         if decide.is_empty() {
                             "no single input (several together)".into()
@@ -223,10 +243,12 @@ impl Finding {
                         }
                     )
                 } else {
-                    let (name, share) = if *verdict == FabricKind::Infiniband.name() {
-                        ("InfiniBand", ib)
-                    } else {
-                        ("RoCEv2", roce)
+                    let (name, share) = match *verdict {
+                        v if v == FabricKind::Infiniband.name() => ("InfiniBand", ib),
+                        v if v == ROCEV2_TUNED => {
+                            ("RoCEv2 tuned", share_rocev2_tuned.unwrap_or(0.0) * 100.0)
+                        }
+                        _ => ("RoCEv2", roce),
                     };
                     let mut t = format!(
                         "across the inputs' ranges: {name} is cheaper per job in {share:.1} % of {samples} samples{spread}"
@@ -330,6 +352,27 @@ impl Finding {
                 usd(*infiniband_usd),
                 hours(*rocev2_hours),
                 usd(*rocev2_usd)
+            ),
+            Finding::Tuning {
+                trials,
+                untuned_hours,
+                tuned_hours,
+                robust_hours,
+                untuned_usd,
+                tuned_usd,
+                robust_usd,
+                infiniband_usd,
+                robust_feasible,
+            } => format!(
+                "what tuning is worth ({trials} trials of `fabricsim tune`): RoCEv2 untuned {} ({}), tuned {} ({}), at the tuned settings' robust worst {} ({}{}); InfiniBand {} per job",
+                hours(*untuned_hours),
+                usd(*untuned_usd),
+                hours(*tuned_hours),
+                usd(*tuned_usd),
+                hours(*robust_hours),
+                usd(*robust_usd),
+                if *robust_feasible { "" } else { ", not feasible everywhere" },
+                usd(*infiniband_usd)
             ),
             Finding::Tail { infiniband, rocev2 } => format!(
                 "tail: InfiniBand {}; RoCEv2 {}",

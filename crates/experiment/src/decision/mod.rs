@@ -307,6 +307,18 @@ pub fn value(x: f64, unit: &str) -> String {
     }
 }
 
+/// What `compare --tune` found: RoCEv2 with the tuner's settings, and its robust worst
+/// case over two other seeds at the scenario's load.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Tuning {
+    pub trials: usize,
+    /// The tuned job's hours on the scenario's own seed and load, and at its worst.
+    pub tuned_hours: f64,
+    pub robust_hours: f64,
+    /// Whether the tuned settings kept every constraint in every robustness run.
+    pub robust_feasible: bool,
+}
+
 /// Decides between the two fabrics from their summaries and costs, and across the
 /// ranges on `surface` (`None`: a job did not finish, so the finishing fabric wins
 /// everywhere).
@@ -316,6 +328,7 @@ pub fn recommend(
     costs: [&NetworkCost; 2],
     surface: Option<&Surface>,
     ends_unfinished: bool,
+    tuned: Option<(&Tuning, &NetworkCost)>,
 ) -> Recommendation {
     let [ib, roce] = costs;
     let gpus = ib.gpus as f64;
@@ -375,6 +388,20 @@ pub fn recommend(
     }
     if let Some(f) = microsecond(sums, costs) {
         findings.push(f);
+    }
+    if let (Some((t, k)), Some(ti), Some(tr)) = (tuned, ib.job_cost_usd, roce.job_hours) {
+        let per_hour = k.gpus as f64 * k.gpu_usd_per_hour + k.network_usd_per_hour;
+        findings.push(Finding::Tuning {
+            trials: t.trials,
+            untuned_hours: tr,
+            tuned_hours: t.tuned_hours,
+            robust_hours: t.robust_hours,
+            untuned_usd: tr * per_hour,
+            tuned_usd: t.tuned_hours * per_hour,
+            robust_usd: t.robust_hours * per_hour,
+            infiniband_usd: ti,
+            robust_feasible: t.robust_feasible,
+        });
     }
     findings.push(Finding::Tail {
         infiniband: Tail::of(sums[0]),

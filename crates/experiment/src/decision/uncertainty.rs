@@ -124,7 +124,13 @@ pub struct Surface {
     /// When that price includes the NIC: the NIC's entry and base price, taken off it.
     nic_in_gpu: Option<(String, f64)>,
     base_money: MoneySettings,
+    /// RoCEv2 with the tuner's settings, its robust job hours at the base values: a third
+    /// candidate on RoCEv2's network, its job time moving with RoCEv2's latency effects.
+    tuned_hours: Option<f64>,
 }
+
+/// The name of the tuned RoCEv2 candidate (SCENARIO.md v3).
+pub const ROCEV2_TUNED: &str = "rocev2-tuned";
 
 impl Surface {
     /// The surface from both fabrics' base costs, the run inputs and the job hours of
@@ -172,11 +178,18 @@ impl Surface {
             gpu_usd: gpu.listed_usd,
             nic_in_gpu: gpu.nic_included.map(|(n, p)| (n.to_string(), p)),
             base_money: MoneySettings::of(&s.cost),
+            tuned_hours: None,
         })
     }
 
     pub fn inputs(&self) -> &[Input] {
         &self.inputs
+    }
+
+    /// Adds RoCEv2 tuned as a candidate, its job taking `hours` at the base values.
+    pub fn with_tuned(mut self, hours: f64) -> Surface {
+        self.tuned_hours = Some(hours);
+        self
     }
 
     /// Every input at its base value.
@@ -186,6 +199,12 @@ impl Surface {
 
     /// Both fabrics' job cost (USD) with input i at `x[i]`.
     pub fn job_costs(&self, x: &[f64]) -> [f64; 2] {
+        let (costs, _) = self.candidate_costs(x);
+        costs
+    }
+
+    /// Both fabrics' job cost at `x`, and RoCEv2 tuned's if it is a candidate.
+    fn candidate_costs(&self, x: &[f64]) -> ([f64; 2], Option<f64>) {
         let mut m = self.base_money;
         let mut gpu_usd = None;
         let mut prices: BTreeMap<&str, f64> = BTreeMap::new();
@@ -217,7 +236,8 @@ impl Surface {
             None => gpu_usd,
         };
         let g = gpu_per_hour(gpu_usd, self.gpu_watts, &m);
-        [0, 1].map(|f| {
+        // The cost of an hour of the job on each fabric's network.
+        let per_hour = [0, 1].map(|f| {
             let b = &self.basis[f];
             let capex: f64 = b
                 .lines
@@ -225,8 +245,11 @@ impl Surface {
                 .map(|(name, n, unit)| n * prices.get(name.as_str()).copied().unwrap_or(*unit))
                 .sum();
             let net = network_money(capex, b.it_kw, staff[f] + licences[f], &m);
-            (b.hours + dt[f]) * (self.gpus * g + net.usd_per_hour)
-        })
+            self.gpus * g + net.usd_per_hour
+        });
+        let costs = [0, 1].map(|f| (self.basis[f].hours + dt[f]) * per_hour[f]);
+        let tuned = self.tuned_hours.map(|h| (h + dt[1]) * per_hour[1]);
+        (costs, tuned)
     }
 
     /// RoCEv2's job cost over InfiniBand's at `x` (below 1: RoCEv2 is cheaper).
@@ -320,35 +343,39 @@ pub fn verdict(surface: &Surface, samples: u32, threshold: f64, seed: u64) -> Ve
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0076_6572_6469_6374); // "verdict": its own stream
     let mut x = surface.base_point();
     let mut ratios = Vec::with_capacity(samples as usize);
-    let mut roce_wins = 0.0;
+    let names: Vec<&'static str> = [FabricKind::Infiniband.name(), FabricKind::Rocev2.name()]
+        .into_iter()
+        .chain(surface.tuned_hours.map(|_| ROCEV2_TUNED))
+        .collect();
+    let mut wins = vec![0.0; names.len()];
     for _ in 0..samples {
         for (v, i) in x.iter_mut().zip(inputs) {
             *v = i.range.low + rng.gen::<f64>() * (i.range.high - i.range.low);
         }
-        let r = surface.ratio(&x);
-        roce_wins += if r < 1.0 {
-            1.0
-        } else if r == 1.0 {
-            0.5
-        } else {
-            0.0
-        };
-        ratios.push(r);
+        let ([ib, roce], tuned) = surface.candidate_costs(&x);
+        ratios.push(roce / ib);
+        // The cheapest candidate wins the sample; a tie is shared.
+        let costs: Vec<f64> = [ib, roce].into_iter().chain(tuned).collect();
+        let least = costs.iter().copied().fold(f64::INFINITY, f64::min);
+        let tied = costs.iter().filter(|&&c| c == least).count() as f64;
+        for (w, c) in wins.iter_mut().zip(&costs) {
+            if *c == least {
+                *w += 1.0 / tied;
+            }
+        }
     }
     ratios.sort_by(f64::total_cmp);
     let at = |q: f64| ratios[((ratios.len() - 1) as f64 * q).round() as usize];
-    let roce = roce_wins / samples as f64;
-    let share = BTreeMap::from([
-        (FabricKind::Infiniband.name(), 1.0 - roce),
-        (FabricKind::Rocev2.name(), roce),
-    ]);
-    let verdict = if roce >= threshold {
-        FabricKind::Rocev2.name()
-    } else if 1.0 - roce >= threshold {
-        FabricKind::Infiniband.name()
-    } else {
-        "too-close"
-    };
+    let share: BTreeMap<&'static str, f64> = names
+        .iter()
+        .zip(&wins)
+        .map(|(n, w)| (*n, w / samples as f64))
+        .collect();
+    let verdict = names
+        .iter()
+        .copied()
+        .find(|n| share[n] >= threshold)
+        .unwrap_or("too-close");
     Verdict {
         verdict,
         share,

@@ -33,10 +33,10 @@ pub(crate) fn esc(s: &str) -> String {
 }
 
 fn fabric_title(name: &str) -> &'static str {
-    if name == "rocev2" {
-        "RoCEv2"
-    } else {
-        "InfiniBand"
+    match name {
+        "rocev2" => "RoCEv2",
+        "rocev2-tuned" => "RoCEv2 tuned",
+        _ => "InfiniBand",
     }
 }
 

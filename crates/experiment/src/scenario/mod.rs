@@ -184,6 +184,11 @@ impl Scenario {
         Scenario::parse(DEFAULT_SCENARIO, "default")
     }
 
+    /// The built-in default cluster's text (examples/cluster-default.toml).
+    pub fn builtin_cluster_text() -> &'static str {
+        DEFAULT_CLUSTER
+    }
+
     /// The built-in default cluster, named "cluster-default", priced with `catalog`.
     pub fn builtin_cluster(catalog: &Catalog) -> Result<Scenario, ScenarioError> {
         Scenario::parse_with(DEFAULT_CLUSTER, "cluster-default", Path::new("."), catalog)

@@ -175,6 +175,9 @@ pub struct Tuned {
     /// The objective's figure at its worst over `best` and `robust`, and whether all of
     /// them were feasible.
     pub worst_figure: f64,
+    /// The same over the runs at the scenario's own load (its seed and the two others):
+    /// what a job of this size gets at worst (a heavier load makes any job longer).
+    pub worst_figure_same_load: f64,
     pub robust_feasible: bool,
     pub trials: usize,
 }
@@ -495,19 +498,22 @@ pub fn tune(spec: &TuneSpec, catalog: &Catalog) -> Result<Tuned, String> {
     let robust_feasible = all
         .clone()
         .all(|t| t.infeasible(spec.max_paused_ns).is_none());
-    let figures: Vec<f64> = all
-        .filter_map(|t| t.figures.as_ref().map(|f| objective.figure(f)))
-        .collect();
-    let worst_figure = match objective {
-        Objective::Goodput => figures.iter().copied().fold(f64::INFINITY, f64::min),
-        _ => figures.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+    let worst = |runs: &mut dyn Iterator<Item = &Trial>| {
+        let figures = runs.filter_map(|t| t.figures.as_ref().map(|f| objective.figure(f)));
+        match objective {
+            Objective::Goodput => figures.fold(f64::INFINITY, f64::min),
+            _ => figures.fold(f64::NEG_INFINITY, f64::max),
+        }
     };
+    let worst_figure = worst(&mut all.clone());
+    let worst_figure_same_load = worst(&mut all.filter(|t| t.load == 1.0));
     let tuned = Tuned {
         objective,
         baseline: search.trials[0].clone(),
         best: best_trial,
         robust,
         worst_figure,
+        worst_figure_same_load,
         robust_feasible,
         trials: search.trials.len(),
     };
@@ -627,6 +633,76 @@ fn write_outputs(
     }
     let json = serde_json::to_string_pretty(tuned).expect("serialises") + "\n";
     output::write_file(&spec.out.join("tune.json"), json.as_bytes()).map_err(at)
+}
+
+/// Tunes RoCEv2 for `compare --tune`: the scenario `file` (the built-in default cluster
+/// without one) for its job's time, `budget` trials, in a temporary folder removed
+/// afterwards; returns the scenario with the tuned settings and what the tuner found.
+pub fn for_compare(
+    file: Option<&Path>,
+    catalog: &Catalog,
+    budget: usize,
+    threads: usize,
+) -> Result<(Scenario, crate::decision::Tuning), String> {
+    let text = match file {
+        Some(f) => std::fs::read_to_string(f)
+            .map_err(|e| format!("cannot read scenario file {}: {e}", f.display()))?,
+        None => Scenario::builtin_cluster_text().to_string(),
+    };
+    let dir = std::env::temp_dir().join(format!(
+        "fabricsim-compare-tune-{}-{:016x}",
+        std::process::id(),
+        sweep::fnv1a(text.as_bytes())
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    // The scenario keeps its own name and the folder it reads files from.
+    let (name, base_dir) = match file {
+        Some(f) => (
+            f.file_name()
+                .map_or("scenario.toml".into(), |n| n.to_string_lossy().into_owned()),
+            f.parent().unwrap_or(Path::new(".")).to_path_buf(),
+        ),
+        None => ("cluster-default.toml".to_string(), PathBuf::from(".")),
+    };
+    let spec = TuneSpec {
+        file: base_dir.join(&name),
+        out: dir.join("tune"),
+        budget,
+        objective: Objective::JobTime,
+        max_paused_ns: None,
+        threads,
+        dcqcn: None,
+    };
+    let result = (|| {
+        let spec = if file.is_some() {
+            spec
+        } else {
+            let copy = dir.join(&name);
+            std::fs::write(&copy, &text).map_err(|e| format!("{}: {e}", copy.display()))?;
+            TuneSpec { file: copy, ..spec }
+        };
+        let t = tune(&spec, catalog)?;
+        // Read as the scenario was: its name, and files relative to its own folder.
+        let text = std::fs::read_to_string(spec.out.join("tuned.toml"))
+            .map_err(|e| format!("tuned.toml: {e}"))?;
+        let stem = name.trim_end_matches(".toml");
+        let tuned = Scenario::parse_with(&text, stem, &base_dir, catalog)
+            .map_err(|e| format!("tuned.toml: {e}"))?;
+        let hours =
+            |f: &Option<Figures>| f.as_ref().map_or(f64::INFINITY, |f| f.job_seconds / 3600.0);
+        Ok((
+            tuned,
+            crate::decision::Tuning {
+                trials: t.trials,
+                tuned_hours: hours(&t.best.figures),
+                robust_hours: t.worst_figure_same_load / 3600.0,
+                robust_feasible: t.robust_feasible,
+            },
+        ))
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
 }
 
 /// `--max-paused TIME` in nanoseconds; errors name the option and value.
