@@ -269,8 +269,8 @@ fn run_trials(base: &Base, spec: &TuneSpec, mut trials: Vec<Trial>) -> Result<Ve
     Ok(trials)
 }
 
-/// Runs one trial's scenario and reads its figures.
-fn run_one(s: &Scenario) -> Result<Figures, String> {
+/// Runs a scenario and reads the figures a trial is judged by.
+pub fn run_one(s: &Scenario) -> Result<Figures, String> {
     let (summary, outcome) = runner::execute(s, &RunRequest::default())?;
     let mut slowdowns: Vec<f64> = outcome
         .report
