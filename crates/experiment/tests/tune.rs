@@ -84,6 +84,50 @@ fn the_tuner_brings_the_paper_preset_incast_to_the_bottleneck_rate_without_a_dro
     let csv = std::fs::read_to_string(d.join("out/trials.csv")).unwrap();
     assert_eq!(csv.lines().count(), t.trials + 1, "a row per trial");
     equipment_matches(&d.join("out"));
+    // The report: the search, each setting's pull on the objective, before and after.
+    let html = std::fs::read_to_string(d.join("out/report.html")).unwrap();
+    for id in [
+        "result",
+        "runs",
+        "plot-trials",
+        "sensitivity",
+        "plot-fct",
+        "paused",
+        "plot-dcqcn",
+    ] {
+        assert!(html.contains(&format!("id=\"{id}\"")), "{id}");
+    }
+    assert_eq!(
+        html.matches("<tr><td>fabric.rocev2.").count(),
+        tune::KNOBS.len()
+    );
+    // The increase rate matters for an incast the paper's constants starve: DCQCN's
+    // additive increase moves goodput more than the PFC reserve does.
+    let rho = |key: &str| {
+        tune::sensitivity(&t_trials(&d), Objective::Goodput, None)
+            .into_iter()
+            .find(|(k, _)| *k == key)
+            .unwrap()
+            .1
+    };
+    assert!(
+        rho("fabric.rocev2.rate_ai") > 0.0,
+        "{}",
+        rho("fabric.rocev2.rate_ai")
+    );
+}
+
+/// The trials a tune wrote into DIR/trials.
+fn t_trials(d: &Path) -> Vec<tune::Trial> {
+    let mut paths: Vec<_> = std::fs::read_dir(d.join("out/trials"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    paths.sort();
+    paths
+        .iter()
+        .map(|p| serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap())
+        .collect()
 }
 
 /// The equipment's files say what tuned.toml says: SONiC's JSON parses and its values
@@ -153,7 +197,7 @@ fn a_tune_is_deterministic_and_resumes_to_the_same_answer() {
     let ta = tune::tune(&spec(&a, 12, None), &cat).unwrap();
     tune::tune(&spec(&b, 12, None), &cat).unwrap();
     let read = |d: &Path, f: &str| std::fs::read_to_string(d.join("out").join(f)).unwrap();
-    for f in ["trials.csv", "tuned.toml", "tune.json"] {
+    for f in ["trials.csv", "tuned.toml", "tune.json", "report.html"] {
         assert_eq!(read(&a, f), read(&b, f), "{f}");
     }
     // Kill -9 after some trials: remove the rest and the outputs, and run again.
@@ -169,7 +213,7 @@ fn a_tune_is_deterministic_and_resumes_to_the_same_answer() {
     std::fs::remove_file(b.join("out/trials.csv")).unwrap();
     let tb = tune::tune(&spec(&b, 12, None), &cat).unwrap();
     assert_eq!(ta.trials, tb.trials);
-    for f in ["trials.csv", "tuned.toml", "tune.json"] {
+    for f in ["trials.csv", "tuned.toml", "tune.json", "report.html"] {
         assert_eq!(read(&a, f), read(&b, f), "{f} after resuming");
     }
     // Another tune into the same folder is refused.

@@ -564,6 +564,7 @@ pub fn line_plot(
                     .configure_mesh()
                     .x_desc(x_desc)
                     .y_desc(y_desc)
+                    .x_labels(if log_x { 6 } else { 10 })
                     .x_label_formatter(&label_of)
                     .y_label_formatter(&tick)
                     .draw()?;

@@ -12,6 +12,7 @@
 //! results, so the same scenario and seed give the same trials and the same answer.
 
 mod equipment;
+mod report;
 mod space;
 
 use crate::catalog::Catalog;
@@ -20,6 +21,7 @@ use crate::runner::{self, RunRequest};
 use crate::scenario::{FabricKind, Scenario};
 use crate::sweep;
 pub use equipment::percent;
+pub use report::sensitivity;
 use serde::{Deserialize, Serialize};
 pub use space::{Knob, KNOBS};
 use std::path::{Path, PathBuf};
@@ -271,7 +273,11 @@ fn run_trials(base: &Base, spec: &TuneSpec, mut trials: Vec<Trial>) -> Result<Ve
 
 /// Runs a scenario and reads the figures a trial is judged by.
 pub fn run_one(s: &Scenario) -> Result<Figures, String> {
-    let (summary, outcome) = runner::execute(s, &RunRequest::default())?;
+    runner::require_traffic(s)?;
+    // One run on one thread (trials run side by side), without a training job's
+    // sensitivity run, which no objective reads.
+    let outcome = runner::run_all(&[(s, None)], 1).pop().expect("one run")?;
+    let summary = runner::summarize(s, &outcome, None);
     let mut slowdowns: Vec<f64> = outcome
         .report
         .flows
@@ -518,6 +524,20 @@ pub fn tune(spec: &TuneSpec, catalog: &Catalog) -> Result<Tuned, String> {
         trials: search.trials.len(),
     };
     write_outputs(&base, spec, &search.trials, &tuned)?;
+    // Before and after, with rates recorded, for the report.
+    let outcome = |parameters: &[(String, String)]| -> Result<crate::outcome::Outcome, String> {
+        let s = base.scenario(parameters, base.seed, 1.0)?;
+        let request = RunRequest {
+            rates: true,
+            threads: spec.threads,
+            ..RunRequest::default()
+        };
+        runner::execute(&s, &request).map(|(_, o)| o)
+    };
+    let (before, after) = (outcome(&[])?, outcome(&tuned.best.parameters)?);
+    let html = report::html(&tuned, &search.trials, spec.max_paused_ns, &before, &after);
+    output::write_file(&spec.out.join("report.html"), html.as_bytes())
+        .map_err(|e| format!("--out {}: {e}", spec.out.display()))?;
     Ok(tuned)
 }
 

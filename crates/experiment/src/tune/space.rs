@@ -208,6 +208,26 @@ impl Knob {
     }
 }
 
+/// A setting's range as the report shows it.
+pub fn range_text(k: &Knob) -> String {
+    if k.key == KNOBS[0].key {
+        return "dcqcn or none".into();
+    }
+    let show = |v: f64| match k.unit {
+        Unit::Mbps => format!("{} Mb/s", crate::decision::tick(&v)),
+        Unit::Ns => format!("{} us", crate::decision::tick(&(v / 1e3))),
+        Unit::Bytes if k.key.ends_with("kmax") => format!("{}x kmin", crate::decision::tick(&v)),
+        Unit::Bytes => format!("{} B", crate::decision::tick(&v)),
+        _ => crate::decision::tick(&v),
+    };
+    format!(
+        "{} to {}{}",
+        show(k.low),
+        show(k.high),
+        if k.log { ", log" } else { "" }
+    )
+}
+
 /// The scenario keys point `x` sets: without DCQCN (the first coordinate at one half or
 /// above) only the buffer and ECN settings and `congestion_control = "none"`.
 pub fn parameters(x: &[f64]) -> Vec<(String, String)> {
