@@ -87,9 +87,9 @@ pub fn html(
         o.name(),
         esc(unit(o))
     );
-    let _ = write!(
+    let _ = writeln!(
         h,
-        "<p id=\"result\">{} trials. The scenario's own settings give {}; the best trial {}; the best settings at their worst over two other seeds and a 1.25x and 0.8x load {}{}.</p>\n",
+        "<p id=\"result\">{} trials. The scenario's own settings give {}; the best trial {}; the best settings at their worst over two other seeds and a 1.25x and 0.8x load {}{}.</p>",
         t.trials,
         figure(o, &t.baseline),
         figure(o, &t.best),
