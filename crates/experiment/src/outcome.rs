@@ -54,3 +54,17 @@ impl Capture {
         self.len() == 0
     }
 }
+
+impl Outcome {
+    /// Every finished flow's completion time in microseconds, sorted.
+    pub fn sorted_fcts_us(&self) -> Vec<f64> {
+        let mut v: Vec<f64> = self
+            .report
+            .flows
+            .iter()
+            .filter_map(|f| f.finish.map(|t| (t - f.start).ps() as f64 / 1e6))
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v
+    }
+}

@@ -197,6 +197,44 @@ fn exchange(a: &Path, b: &Path) -> io::Result<()> {
     std::fs::rename(&aside, a)
 }
 
+/// Claims `dir` for a resumable job (a sweep, a tune) whose identity is `manifest`,
+/// kept as DIR/`manifest_name`: a new folder (or an empty one) gets the manifest and
+/// DIR/`items`; a folder with the same manifest is resumed; a folder with another
+/// manifest, or with other files and none, is refused, naming `job`.
+pub fn claim_folder(
+    dir: &Path,
+    manifest_name: &str,
+    manifest: &str,
+    items: &str,
+    job: &str,
+) -> Result<(), String> {
+    let at = |e: io::Error| format!("--out {}: {e}", dir.display());
+    let path = dir.join(manifest_name);
+    // A job never writes among other files (as `run --out` never does).
+    if !path.exists() && dir.exists() {
+        let foreign = other_files(dir, &[]).map_err(at)?;
+        if !foreign.is_empty() {
+            return Err(format!(
+                "--out {}: the folder holds other files ({}) and no {manifest_name}; give a new folder, or one a {job} wrote",
+                dir.display(),
+                foreign.join(", ")
+            ));
+        }
+    }
+    std::fs::create_dir_all(dir.join(items)).map_err(at)?;
+    match std::fs::read_to_string(&path) {
+        Ok(old) if old == manifest => Ok(()),
+        Ok(_) => Err(format!(
+            "--out {}: the folder holds a different {job} (its {manifest_name} differs); give a new folder",
+            dir.display()
+        )),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            write_file(&path, manifest.as_bytes()).map_err(at)
+        }
+        Err(e) => Err(at(e)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

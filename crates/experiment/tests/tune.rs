@@ -220,7 +220,7 @@ fn a_tune_is_deterministic_and_resumes_to_the_same_answer() {
     let mut other = spec(&b, 12, None);
     other.objective = Objective::P99Fct;
     let e = tune::tune(&other, &cat).unwrap_err();
-    assert!(e.contains("holds another tune"), "{e}");
+    assert!(e.contains("holds a different tune"), "{e}");
 }
 
 #[test]

@@ -102,21 +102,7 @@ fn legend_room(hi: f64) -> f64 {
 
 /// Flow completion times' CDF per fabric, in microseconds (log axis).
 pub fn fct_cdf(c: &Comparison) -> String {
-    let series: Vec<Vec<f64>> = c
-        .runs
-        .iter()
-        .map(|r| {
-            let mut v: Vec<f64> = r
-                .outcome
-                .report
-                .flows
-                .iter()
-                .filter_map(|f| f.finish.map(|t| (t - f.start).ps() as f64 / 1e6))
-                .collect();
-            v.sort_by(f64::total_cmp);
-            v
-        })
-        .collect();
+    let series: Vec<Vec<f64>> = c.runs.iter().map(|r| r.outcome.sorted_fcts_us()).collect();
     let lo = series
         .iter()
         .flatten()

@@ -330,32 +330,10 @@ fn parameters_json(parameters: &[(String, String)]) -> Value {
 }
 
 /// Prepares DIR for the sweep: writes its manifest, or checks that the one there is the
-/// same sweep's. Creates DIR/points.
+/// same sweep's (another scenario text, keys or values is another sweep). Creates
+/// DIR/points.
 pub fn prepare(dir: &Path, manifest: &str) -> Result<(), String> {
-    let at = |e: std::io::Error| format!("--out {}: {e}", dir.display());
-    let path = dir.join("sweep.json");
-    // A folder without a manifest is a new sweep's only if it is empty: a sweep never
-    // writes among other files (as `run --out` never does).
-    if !path.exists() && dir.exists() {
-        let foreign = output::other_files(dir, &[]).map_err(at)?;
-        if !foreign.is_empty() {
-            return Err(format!(
-                "--out {}: the folder holds other files ({}) and no sweep.json; give a new folder, or one a sweep wrote",
-                dir.display(),
-                foreign.join(", ")
-            ));
-        }
-    }
-    std::fs::create_dir_all(dir.join("points")).map_err(at)?;
-    match std::fs::read_to_string(&path) {
-        Ok(old) if old == manifest => Ok(()),
-        Ok(_) => Err(format!(
-            "--out {}: the folder holds a different sweep (its sweep.json differs: another scenario text, keys or values); give a new folder",
-            dir.display()
-        )),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => output::write_file(&path, manifest.as_bytes()).map_err(at),
-        Err(e) => Err(at(e)),
-    }
+    output::claim_folder(dir, "sweep.json", manifest, "points", "sweep")
 }
 
 /// DIR/points/ID.json.

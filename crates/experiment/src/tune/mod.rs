@@ -564,33 +564,10 @@ fn manifest(text: &str, spec: &TuneSpec) -> String {
     serde_json::to_string_pretty(&v).expect("serialises") + "\n"
 }
 
-/// Makes DIR and DIR/trials with the manifest, or checks the manifest there: a folder
-/// without one must be empty.
+/// Makes DIR and DIR/trials with the manifest, or checks the manifest there (another
+/// scenario text, objective, budget or bound is another tune).
 fn prepare(out: &Path, manifest: &str) -> Result<(), String> {
-    let at = |e: std::io::Error| format!("--out {}: {e}", out.display());
-    let path = out.join("manifest.json");
-    if out.exists() && !path.exists() {
-        let foreign = output::other_files(out, &[]).map_err(at)?;
-        if !foreign.is_empty() {
-            return Err(format!(
-                "--out {}: the folder holds other files ({}) and no manifest.json; give a new folder, or one a tune wrote",
-                out.display(),
-                foreign.join(", ")
-            ));
-        }
-    }
-    std::fs::create_dir_all(out.join("trials")).map_err(at)?;
-    match std::fs::read_to_string(&path) {
-        Ok(old) if old == manifest => Ok(()),
-        Ok(_) => Err(format!(
-            "--out {}: the folder holds another tune (its manifest.json differs: another scenario text, objective, budget or bound); give a new folder",
-            out.display()
-        )),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            output::write_file(&path, manifest.as_bytes()).map_err(at)
-        }
-        Err(e) => Err(at(e)),
-    }
+    output::claim_folder(out, "manifest.json", manifest, "trials", "tune")
 }
 
 /// DIR/trials.csv, DIR/tuned.toml, DIR/tune.json, and the settings for real equipment:

@@ -159,13 +159,7 @@ pub fn html(
     }
     h.push_str("</table>\n<h2>Before and after</h2>\n");
     let cdf = |o: &Outcome| {
-        let mut v: Vec<f64> = o
-            .report
-            .flows
-            .iter()
-            .filter_map(|f| f.finish.map(|t| (t - f.start).ps() as f64 / 1e6))
-            .collect();
-        v.sort_by(f64::total_cmp);
+        let v = o.sorted_fcts_us();
         let n = v.len().max(1);
         let step = n.div_ceil(200).max(1);
         v.iter()
