@@ -960,7 +960,7 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
             }
             let threads = threads_for(threads, &runs, false)?;
             let mut c = compare::run_both(&scenario, report.is_some(), threads)?;
-            if tune {
+            if tune || scenario.compare.tuned_candidate {
                 let (tuned, tuning) = fabricsim_experiment::tune::for_compare(
                     file.as_deref(),
                     &cat,

@@ -260,3 +260,23 @@ fn the_reasons_carry_their_numbers() {
     );
     assert!(r.flips.iter().any(|f| matches!(f, Flip::TimeRatio { .. })));
 }
+
+/// `[compare]`'s keys: candidates it knows, a threshold and a sample count in range;
+/// anything else named with its key and value.
+#[test]
+fn compare_settings_are_checked() {
+    use fabricsim_experiment::scenario::Scenario;
+    let base = "[cluster]\ngpus = 16\n[[traffic]]\nkind = \"flow\"\nsrc = 0\ndst = 9\nsize = \"1MiB\"\n[compare]\n";
+    let ok = Scenario::parse(&format!("{base}candidates = [\"infiniband\", \"rocev2\", \"rocev2-tuned\"]\nthreshold = 0.9\nsamples = 1000\n"), "t").unwrap();
+    assert!(ok.compare.tuned_candidate);
+    assert_eq!((ok.compare.threshold, ok.compare.samples), (0.9, 1000));
+    for (text, want) in [
+        ("candidates = [\"infiniband\", \"rocev2\", \"rocev2-adaptive\"]", "compare.candidates = [\"infiniband\", \"rocev2\", \"rocev2-adaptive\"]: \"rocev2-adaptive\" is not a candidate"),
+        ("candidates = [\"rocev2\"]", "name both"),
+        ("threshold = 0.3", "compare.threshold = 0.3"),
+        ("samples = 5", "compare.samples = 5"),
+    ] {
+        let e = Scenario::parse(&format!("{base}{text}\n"), "t").unwrap_err().to_string();
+        assert!(e.contains(want), "{text}: {e}");
+    }
+}

@@ -120,6 +120,8 @@ pub struct CompareSettings {
     /// Points sampled from the ranges (default 20,000: a share's standard error is then
     /// at most 0.35 %).
     pub samples: u32,
+    /// `candidates` names "rocev2-tuned": compare tunes RoCEv2 first, as `--tune` does.
+    pub tuned_candidate: bool,
 }
 
 impl Default for CompareSettings {
@@ -127,6 +129,7 @@ impl Default for CompareSettings {
         CompareSettings {
             threshold: 0.8,
             samples: 20_000,
+            tuned_candidate: false,
         }
     }
 }
@@ -136,7 +139,12 @@ impl Default for CompareSettings {
 pub(super) struct FileCompare {
     threshold: Field,
     samples: Field,
+    candidates: Option<Spanned<Vec<String>>>,
 }
+
+/// The candidates compare knows (SCENARIO.md v3 names "rocev2-adaptive" too: Ethernet
+/// with adaptive routing is not yet a candidate).
+const CANDIDATES: [&str; 3] = ["infiniband", "rocev2", "rocev2-tuned"];
 
 /// Reads `[compare]` (absent: the defaults).
 pub(super) fn parse_compare(
@@ -150,6 +158,23 @@ pub(super) fn parse_compare(
     }
     if let Some(n) = c.count("compare.samples", &f.samples, 100, 10_000_000)? {
         s.samples = n as u32;
+    }
+    if let Some(list) = &f.candidates {
+        let line = c.line(list.span());
+        let names = list.get_ref();
+        let shown = format!("{names:?}");
+        if let Some(bad) = names.iter().find(|n| !CANDIDATES.contains(&n.as_str())) {
+            return Err(super::reader::invalid(format!(
+                "line {line}: compare.candidates = {shown}: \"{bad}\" is not a candidate fabricsim compares (it compares {})",
+                CANDIDATES.join(", ")
+            )));
+        }
+        if !names.iter().any(|n| n == "infiniband") || !names.iter().any(|n| n == "rocev2") {
+            return Err(super::reader::invalid(format!(
+                "line {line}: compare.candidates = {shown}: compare always runs infiniband and rocev2; name both"
+            )));
+        }
+        s.tuned_candidate = names.iter().any(|n| n == "rocev2-tuned");
     }
     Ok(s)
 }
