@@ -302,6 +302,24 @@ struct TuneArgs {
     /// Price and power figures overriding the built-in catalog.
     #[arg(long)]
     catalog: Option<PathBuf>,
+    /// Run each batch of trials as a Slurm job array (one task per trial), waiting for it.
+    #[arg(long)]
+    slurm: bool,
+    /// Slurm partition, time and memory per task (Slurm's syntax).
+    #[arg(long, requires = "slurm")]
+    partition: Option<String>,
+    #[arg(long, requires = "slurm")]
+    time: Option<String>,
+    #[arg(long, requires = "slurm")]
+    mem: Option<String>,
+    /// Array tasks running at once.
+    #[arg(long, requires = "slurm")]
+    max_running: Option<usize>,
+    /// Run only trial TASK of the batch BATCH (what the Slurm array runs).
+    #[arg(long, requires = "task")]
+    batch: Option<String>,
+    #[arg(long, requires = "batch")]
+    task: Option<usize>,
 }
 
 #[derive(clap::Args)]
@@ -408,7 +426,40 @@ fn catalog(path: Option<&PathBuf>) -> Result<Catalog, String> {
 /// `fabricsim tune`: the search, then a table of the baseline, the best trial and its
 /// robust worst case.
 fn tune(a: TuneArgs) -> Result<Completion, Failure> {
-    use fabricsim_experiment::tune::{self, Objective, TuneSpec};
+    use fabricsim_experiment::sweep::slurm::{absolute, SlurmOptions};
+    use fabricsim_experiment::tune::{self, Objective, SlurmRun, TuneSpec};
+    // The command an array task runs: this one, paths absolute, without --slurm.
+    let mut command: Vec<String> = vec![
+        std::env::current_exe()
+            .map_err(|e| format!("--slurm: cannot find fabricsim's own path: {e}"))?
+            .display()
+            .to_string(),
+        "tune".into(),
+        absolute(&a.file).display().to_string(),
+        "--out".into(),
+        absolute(&a.out).display().to_string(),
+        "--budget".into(),
+        a.budget.to_string(),
+        "--objective".into(),
+        a.objective.clone(),
+        "--congestion-control".into(),
+        a.congestion_control.clone(),
+    ];
+    if let Some(m) = &a.max_paused {
+        command.extend(["--max-paused".into(), m.clone()]);
+    }
+    if let Some(c) = &a.catalog {
+        command.extend(["--catalog".into(), absolute(c).display().to_string()]);
+    }
+    let slurm = a.slurm.then(|| SlurmRun {
+        command,
+        options: SlurmOptions {
+            partition: a.partition.clone(),
+            time: a.time.clone(),
+            mem: a.mem.clone(),
+            max_running: a.max_running,
+        },
+    });
     let max_paused_ns = a
         .max_paused
         .as_deref()
@@ -430,8 +481,14 @@ fn tune(a: TuneArgs) -> Result<Completion, Failure> {
             "none" => Some(false),
             _ => None,
         },
+        slurm,
     };
-    let t = tune::tune(&spec, &catalog(a.catalog.as_ref())?)?;
+    let cat = catalog(a.catalog.as_ref())?;
+    if let (Some(batch), Some(task)) = (&a.batch, a.task) {
+        tune::run_task(&spec, &cat, batch, task)?;
+        return Ok(Completion::Complete);
+    }
+    let t = tune::tune(&spec, &cat)?;
     let figure = |tr: &tune::Trial| {
         tr.figures.as_ref().map_or("-".to_string(), |f| {
             fabricsim_experiment::decision::tick(&match t.objective {
@@ -597,7 +654,7 @@ fn slurm(a: &SweepArgs, dir: &std::path::Path, points: usize) -> Result<Completi
         max_running: a.max_running,
     };
     let tasks = points.div_ceil(a.per_task as usize);
-    let text = script(&dir, &command, tasks, &options);
+    let text = script("sweep", &dir, &command, tasks, &options);
     std::fs::create_dir_all(dir.join("slurm"))
         .map_err(|e| format!("--out {}: {e}", dir.display()))?;
     let path = dir.join("sweep.sbatch");

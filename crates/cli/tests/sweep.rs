@@ -438,3 +438,56 @@ fn a_sweep_table_gives_one_point_per_row() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("line 2: 1 values for 2 keys"));
 }
+
+/// A tune whose trials run as Slurm job arrays (one per batch) gives the same files as
+/// the same tune run here, bit for bit.
+#[test]
+fn a_tune_under_slurm_matches_the_local_one_bit_for_bit() {
+    if !slurm_up() {
+        return;
+    }
+    let d = tmpdir("tune-slurm");
+    let file = d.join("incast.toml");
+    std::fs::write(
+        &file,
+        "seed = 7\n[fabric]\nkind = \"rocev2\"\nlink_rate = \"400Gbps\"\n[fabric.rocev2]\ndcqcn_preset = \"paper\"\n[topology]\nkind = \"single-switch\"\nhosts = 5\n[[traffic]]\nkind = \"incast\"\nsenders = [1, 2, 3, 4]\ndst = 0\nsize = \"1MiB\"\n",
+    )
+    .unwrap();
+    let tune = |out: &str, slurm: bool| {
+        let out = d.join(out);
+        let mut args = vec![
+            "tune",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--budget",
+            "8",
+            "--objective",
+            "goodput",
+        ];
+        if slurm {
+            args.extend(["--slurm", "--max-running", "4"]);
+        }
+        let o = run(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        out
+    };
+    let (here, there) = (tune("local", false), tune("slurm", true));
+    for f in [
+        "trials.csv",
+        "tuned.toml",
+        "tune.json",
+        "report.html",
+        "sonic-config_db.json",
+    ] {
+        assert_eq!(
+            std::fs::read(here.join(f)).unwrap(),
+            std::fs::read(there.join(f)).unwrap(),
+            "{f}"
+        );
+    }
+    assert!(
+        there.join("slurm/t0000.sbatch").is_file(),
+        "the batches' scripts are kept"
+    );
+}

@@ -30,6 +30,7 @@ fn spec(dir: &Path, budget: usize, dcqcn: Option<bool>) -> TuneSpec {
         max_paused_ns: None,
         threads: 2,
         dcqcn,
+        slurm: None,
     }
 }
 
@@ -305,6 +306,7 @@ fn tuning_lowers_websearch_p99_slowdown_against_the_hpcc_settings_on_three_seeds
         max_paused_ns: None,
         threads: 2,
         dcqcn: None,
+        slurm: None,
     };
     let t = tune::tune(&spec, &Catalog::builtin()).unwrap();
     assert!(t.robust_feasible, "no drop, deadlock or watchdog trip");

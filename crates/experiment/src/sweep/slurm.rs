@@ -23,14 +23,14 @@ fn sh(word: &str) -> String {
     format!("'{}'", word.replace('\'', "'\\''"))
 }
 
-/// The sbatch script: a job array of `tasks` tasks, each running `command` (the sweep's
-/// own command line, absolute paths) with `--task $SLURM_ARRAY_TASK_ID`; logs in
-/// DIR/slurm/.
-pub fn script(dir: &Path, command: &[String], tasks: usize, o: &SlurmOptions) -> String {
-    let mut s = String::from(
-        "#!/bin/bash\n# Written by fabricsim sweep --slurm: one array task per batch of points.\n",
+/// The sbatch script of `job` ("sweep", "tune"): a job array of `tasks` tasks, each
+/// running `command` (the job's own command line, absolute paths) with `--task
+/// $SLURM_ARRAY_TASK_ID`; logs in DIR/slurm/.
+pub fn script(job: &str, dir: &Path, command: &[String], tasks: usize, o: &SlurmOptions) -> String {
+    let mut s = format!(
+        "#!/bin/bash\n# Written by fabricsim {job} --slurm: one array task per batch of work.\n"
     );
-    let _ = writeln!(s, "#SBATCH --job-name=fabricsim-sweep");
+    let _ = writeln!(s, "#SBATCH --job-name=fabricsim-{job}");
     let throttle = o.max_running.map_or(String::new(), |m| format!("%{m}"));
     let _ = writeln!(s, "#SBATCH --array=0-{}{throttle}", tasks.saturating_sub(1));
     let _ = writeln!(s, "#SBATCH --ntasks=1\n#SBATCH --cpus-per-task=1");

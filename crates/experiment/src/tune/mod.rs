@@ -90,6 +90,16 @@ pub struct TuneSpec {
     /// `Some(true)`: search DCQCN's settings only; `Some(false)`: PFC without
     /// congestion control only; `None`: either.
     pub dcqcn: Option<bool>,
+    /// Trials run as Slurm job arrays (one per batch, waited for) instead of here.
+    pub slurm: Option<SlurmRun>,
+}
+
+/// How trials run on Slurm: `command` is this tune's own command line (absolute
+/// paths), which with `--batch ID --task K` runs one trial of a batch.
+#[derive(Clone, Debug)]
+pub struct SlurmRun {
+    pub command: Vec<String>,
+    pub options: sweep::slurm::SlurmOptions,
 }
 
 impl TuneSpec {
@@ -137,6 +147,25 @@ pub struct Trial {
 }
 
 impl Trial {
+    /// Trial number `k`, not yet run: settings `x` (the scenario's own if empty) at
+    /// `seed` and `load`.
+    fn new(k: usize, phase: &str, x: &[f64], seed: u64, load: f64) -> Trial {
+        Trial {
+            id: format!("t{k:04}"),
+            phase: phase.into(),
+            x: x.to_vec(),
+            parameters: if x.is_empty() {
+                Vec::new()
+            } else {
+                space::parameters(x)
+            },
+            seed,
+            load,
+            figures: None,
+            error: None,
+        }
+    }
+
     /// Why the trial is not feasible, or `None`.
     pub fn infeasible(&self, max_paused_ns: Option<u64>) -> Option<String> {
         let Some(f) = &self.figures else {
@@ -194,6 +223,23 @@ struct Base {
 }
 
 impl Base {
+    /// The scenario file, validated as written.
+    fn load(file: &Path, catalog: &Catalog) -> Result<Base, String> {
+        let scenario = Scenario::load_with(file, catalog).map_err(|e| e.to_string())?;
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| format!("cannot read scenario file {}: {e}", file.display()))?;
+        Ok(Base {
+            text,
+            stem: file
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            dir: file.parent().unwrap_or(Path::new(".")).to_path_buf(),
+            catalog: catalog.clone(),
+            seed: scenario.seed,
+        })
+    }
+
     /// The scenario for settings `parameters` at `seed` and `load`.
     fn scenario(
         &self,
@@ -246,22 +292,31 @@ fn run_trials(base: &Base, spec: &TuneSpec, mut trials: Vec<Trial>) -> Result<Ve
         ));
     }
     let todo: Vec<usize> = (0..trials.len()).filter(|&i| done[i].is_none()).collect();
-    let ran = runner::parallel_map(&todo, spec.threads, |&i| {
-        let mut t = trials[i].clone();
-        match base
-            .scenario(&t.parameters, t.seed, t.load)
-            .and_then(|s| run_one(&s))
-        {
-            Ok(f) => t.figures = Some(f),
-            Err(e) => t.error = Some(e),
+    match &spec.slurm {
+        Some(slurm) if !todo.is_empty() => {
+            let pending: Vec<&Trial> = todo.iter().map(|&i| &trials[i]).collect();
+            run_on_slurm(spec, slurm, &pending)?;
+            for &i in &todo {
+                let path = trial_path(&spec.out, &trials[i].id);
+                let text = std::fs::read_to_string(&path).map_err(|_| {
+                    format!(
+                        "--slurm: trial {} did not finish (its task's log is in {})",
+                        trials[i].id,
+                        spec.out.join("slurm").display()
+                    )
+                })?;
+                trials[i] =
+                    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+            }
         }
-        let json = serde_json::to_string_pretty(&t).expect("serialises") + "\n";
-        output::write_file(&trial_path(&spec.out, &t.id), json.as_bytes())
-            .map(|()| t)
-            .map_err(|e| format!("--out {}: {e}", spec.out.display()))
-    });
-    for (i, r) in todo.into_iter().zip(ran) {
-        trials[i] = r?;
+        _ => {
+            let ran = runner::parallel_map(&todo, spec.threads, |&i| {
+                run_and_keep(base, &spec.out, trials[i].clone())
+            });
+            for (i, r) in todo.into_iter().zip(ran) {
+                trials[i] = r?;
+            }
+        }
     }
     for (t, d) in trials.iter_mut().zip(done) {
         if let Some(d) = d {
@@ -269,6 +324,66 @@ fn run_trials(base: &Base, spec: &TuneSpec, mut trials: Vec<Trial>) -> Result<Ve
         }
     }
     Ok(trials)
+}
+
+/// Runs trial `t` and keeps it in DIR/trials (with its figures, or why it could not run).
+fn run_and_keep(base: &Base, out: &Path, mut t: Trial) -> Result<Trial, String> {
+    match base
+        .scenario(&t.parameters, t.seed, t.load)
+        .and_then(|s| run_one(&s))
+    {
+        Ok(f) => t.figures = Some(f),
+        Err(e) => t.error = Some(e),
+    }
+    let json = serde_json::to_string_pretty(&t).expect("serialises") + "\n";
+    output::write_file(&trial_path(out, &t.id), json.as_bytes())
+        .map(|()| t)
+        .map_err(|e| format!("--out {}: {e}", out.display()))
+}
+
+/// The batch file of trials a Slurm array runs: DIR/pending/ID.json, named by its first.
+fn batch_path(out: &Path, batch: &str) -> PathBuf {
+    out.join("pending").join(format!("{batch}.json"))
+}
+
+/// Runs `pending` as a Slurm job array, one task per trial, and waits for it.
+fn run_on_slurm(spec: &TuneSpec, slurm: &SlurmRun, pending: &[&Trial]) -> Result<(), String> {
+    use sweep::slurm::{script, submit};
+    let batch = pending[0].id.clone();
+    let at = |e: std::io::Error| format!("--out {}: {e}", spec.out.display());
+    std::fs::create_dir_all(spec.out.join("pending")).map_err(at)?;
+    std::fs::create_dir_all(spec.out.join("slurm")).map_err(at)?;
+    let json = serde_json::to_string_pretty(pending).expect("serialises") + "\n";
+    output::write_file(&batch_path(&spec.out, &batch), json.as_bytes()).map_err(at)?;
+    let mut command = slurm.command.clone();
+    command.extend(["--batch".to_string(), batch.clone()]);
+    let out = sweep::slurm::absolute(&spec.out);
+    let text = script("tune", &out, &command, pending.len(), &slurm.options);
+    let path = spec.out.join("slurm").join(format!("{batch}.sbatch"));
+    output::write_file(&path, text.as_bytes()).map_err(at)?;
+    submit(&path, true)?;
+    Ok(())
+}
+
+/// Runs task `task` of the Slurm batch `batch`: one trial, kept in DIR/trials.
+pub fn run_task(
+    spec: &TuneSpec,
+    catalog: &Catalog,
+    batch: &str,
+    task: usize,
+) -> Result<(), String> {
+    let base = Base::load(&spec.file, catalog)?;
+    let path = batch_path(&spec.out, batch);
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut pending: Vec<Trial> =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    if task >= pending.len() {
+        return Err(format!(
+            "--task {task}: batch {batch} has {} trials",
+            pending.len()
+        ));
+    }
+    run_and_keep(&base, &spec.out, pending.swap_remove(task)).map(|_| ())
 }
 
 /// Runs a scenario and reads the figures a trial is judged by.
@@ -324,16 +439,7 @@ impl Search<'_> {
         let new: Vec<Trial> = xs
             .iter()
             .enumerate()
-            .map(|(k, x)| Trial {
-                id: format!("t{:04}", first + k),
-                phase: phase.into(),
-                x: x.clone(),
-                parameters: space::parameters(x),
-                seed,
-                load: 1.0,
-                figures: None,
-                error: None,
-            })
+            .map(|(k, x)| Trial::new(first + k, phase, x, seed, 1.0))
             .collect();
         let ran = run_trials(self.base, self.spec, new)?;
         self.trials.extend(ran);
@@ -367,20 +473,7 @@ impl Search<'_> {
 
 /// Runs the tuner: searches, re-runs the best for robustness, and writes DIR.
 pub fn tune(spec: &TuneSpec, catalog: &Catalog) -> Result<Tuned, String> {
-    let scenario = Scenario::load_with(&spec.file, catalog).map_err(|e| e.to_string())?;
-    let text = std::fs::read_to_string(&spec.file)
-        .map_err(|e| format!("cannot read scenario file {}: {e}", spec.file.display()))?;
-    let base = Base {
-        text,
-        stem: spec
-            .file
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        dir: spec.file.parent().unwrap_or(Path::new(".")).to_path_buf(),
-        catalog: catalog.clone(),
-        seed: scenario.seed,
-    };
+    let base = Base::load(&spec.file, catalog)?;
     if spec.budget < 8 {
         return Err(format!(
             "--budget {}: the search needs at least 8 trials",
@@ -394,25 +487,24 @@ pub fn tune(spec: &TuneSpec, catalog: &Catalog) -> Result<Tuned, String> {
         trials: Vec::new(),
     };
     // The scenario as written, for the before-and-after.
-    let baseline = Trial {
-        id: "t0000".into(),
-        phase: "baseline".into(),
-        x: Vec::new(),
-        parameters: Vec::new(),
-        seed: base.seed,
-        load: 1.0,
-        figures: None,
-        error: None,
-    };
-    search.trials = run_trials(&base, spec, vec![baseline])?;
-    // Start: a third of the budget, at least 8 points, on the scenario's seed.
-    let n0 = (spec.budget / 3).max(8).min(search.left());
+    let baseline = Trial::new(0, "baseline", &[], base.seed, 1.0);
+    // Start: a third of the budget, at least 8 points, on the scenario's seed; run in
+    // one batch with the baseline.
+    let n0 = (spec.budget / 3).max(8).min(spec.budget);
     let start: Vec<Vec<f64>> = space::halton(n0, base.seed)
         .into_iter()
         .map(|x| spec.fix(x))
         .collect();
     let mut alive: Vec<Vec<f64>> = start.clone();
-    search.run("start", &start, base.seed)?;
+    let first: Vec<Trial> = std::iter::once(baseline)
+        .chain(
+            start
+                .iter()
+                .enumerate()
+                .map(|(k, x)| Trial::new(1 + k, "start", x, base.seed, 1.0)),
+        )
+        .collect();
+    search.trials = run_trials(&base, spec, first)?;
     // Successive halving: keep a third, judge it on one more seed, by its worst.
     let mut rung = 1u64;
     while alive.len() > 2 && search.left() > 0 {
@@ -485,16 +577,7 @@ pub fn tune(spec: &TuneSpec, catalog: &Catalog) -> Result<Tuned, String> {
     ]
     .into_iter()
     .enumerate()
-    .map(|(k, (seed, load))| Trial {
-        id: format!("t{:04}", first + k),
-        phase: "robust".into(),
-        x: best.clone(),
-        parameters: space::parameters(&best),
-        seed,
-        load,
-        figures: None,
-        error: None,
-    })
+    .map(|(k, (seed, load))| Trial::new(first + k, "robust", &best, seed, load))
     .collect();
     let robust = run_trials(&base, spec, robust)?;
     search.trials.extend(robust.iter().cloned());
@@ -670,6 +753,7 @@ pub fn for_compare(
         max_paused_ns: None,
         threads,
         dcqcn: None,
+        slurm: None,
     };
     let result = (|| {
         let spec = if file.is_some() {
