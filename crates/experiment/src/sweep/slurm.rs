@@ -25,7 +25,7 @@ fn sh(word: &str) -> String {
 
 /// The sbatch script of `job` ("sweep", "tune"): a job array of `tasks` tasks, each
 /// running `command` (the job's own command line, absolute paths) with `--task
-/// $SLURM_ARRAY_TASK_ID`; logs in DIR/slurm/.
+/// $SLURM_ARRAY_TASK_ID`; logs in DIR/slurm/task-JOB-TASK.log.
 pub fn script(job: &str, dir: &Path, command: &[String], tasks: usize, o: &SlurmOptions) -> String {
     let mut s = format!(
         "#!/bin/bash\n# Written by fabricsim {job} --slurm: one array task per batch of work.\n"
@@ -34,7 +34,8 @@ pub fn script(job: &str, dir: &Path, command: &[String], tasks: usize, o: &Slurm
     let throttle = o.max_running.map_or(String::new(), |m| format!("%{m}"));
     let _ = writeln!(s, "#SBATCH --array=0-{}{throttle}", tasks.saturating_sub(1));
     let _ = writeln!(s, "#SBATCH --ntasks=1\n#SBATCH --cpus-per-task=1");
-    let _ = writeln!(s, "#SBATCH --output={}/slurm/task-%a.log", dir.display());
+    // One log per job and task: a later job (a tune's next batch) keeps the earlier logs.
+    let _ = writeln!(s, "#SBATCH --output={}/slurm/task-%A-%a.log", dir.display());
     for (key, v) in [
         ("partition", &o.partition),
         ("time", &o.time),
