@@ -59,7 +59,7 @@ impl Objective {
     }
 
     /// The figure the objective reads, as reported (lower is better except goodput).
-    fn figure(self, f: &Figures) -> f64 {
+    pub fn figure(self, f: &Figures) -> f64 {
         match self {
             Objective::JobTime => f.job_seconds,
             Objective::P99Fct => f.p99_slowdown,
