@@ -18,6 +18,14 @@ const NIL: u32 = u32::MAX;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Slot(u32);
 
+impl Slot {
+    /// The slot's position in its pool: stable while the slot is occupied, so that a model
+    /// may keep side data for its frames in an array beside the pool.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
 /// A FIFO of slots: the head and the tail of a list threaded through the pool. It holds
 /// no storage of its own, so a queue costs eight bytes however long it grows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -189,6 +197,18 @@ impl<T, N: NextTime> Pool<T, N> {
                 let e = &self.entries[i as usize];
                 i = e.next;
                 &e.item
+            })
+        })
+    }
+
+    /// The items of `q` with the times they were pushed with, oldest first.
+    pub fn iter_timed<'a>(&'a self, q: &Fifo) -> impl Iterator<Item = (Time, &'a T)> + 'a {
+        let mut i = q.head;
+        std::iter::from_fn(move || {
+            (i != NIL).then(|| {
+                let e = &self.entries[i as usize];
+                i = e.next;
+                (e.time, &e.item)
             })
         })
     }

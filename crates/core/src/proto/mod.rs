@@ -4,7 +4,10 @@
 pub mod credit;
 pub mod dcqcn;
 pub mod ecn;
+pub mod hpcc;
 pub mod ibcc;
 pub mod pfc;
 pub mod rc;
+pub mod swift;
+pub mod timely;
 pub mod vlarb;

@@ -32,6 +32,29 @@ pub struct RcSender {
     /// One past the highest packet ever injected; packets below it are retransmissions.
     high: u32,
     ack_every: u32,
+    /// Selective repeat's state (None: go-back-N).
+    selective: Option<Box<Selective>>,
+}
+
+/// Selective repeat at the sender (IRN, Mittal et al., SIGCOMM 2018): packets the
+/// receiver reported placed beyond the in-order prefix are never sent again; in recovery
+/// the sender resends only the holes below the highest such packet, then goes on with new
+/// packets.
+#[derive(Clone, Debug, Default)]
+struct Selective {
+    /// Packets reported placed (a bitmap of the message).
+    sacked: Vec<u64>,
+    /// In recovery until the cumulative ACK reaches this packet.
+    recovery_until: Option<u32>,
+    /// The next hole to consider resending, and one past the packets known lost.
+    cursor: u32,
+    lost_below: u32,
+}
+
+impl Selective {
+    fn is_sacked(&self, i: u32) -> bool {
+        self.sacked[(i / 64) as usize] & (1 << (i % 64)) != 0
+    }
 }
 
 impl RcSender {
@@ -49,16 +72,57 @@ impl RcSender {
             acked: 0,
             high: 0,
             ack_every: ack_every.max(1),
+            selective: None,
         }
+    }
+
+    /// The same sender recovering by selective repeat instead of going back N.
+    pub fn selective(mut self) -> Self {
+        self.selective = Some(Box::new(Selective {
+            sacked: vec![0; (self.packets as usize).div_ceil(64)],
+            ..Selective::default()
+        }));
+        self
     }
 
     pub fn packets(&self) -> u32 {
         self.packets
     }
 
-    /// Whether packets remain to be injected.
+    /// Whether packets remain to be injected: new ones, or holes to resend in recovery.
     pub fn has_more(&self) -> bool {
-        self.next < self.packets
+        self.next < self.packets || self.hole().is_some()
+    }
+
+    /// Selective repeat in recovery: the next packet known lost and not yet resent.
+    fn hole(&self) -> Option<u32> {
+        let s = self.selective.as_ref()?;
+        (s.recovery_until.is_some() && s.cursor < s.lost_below).then_some(s.cursor)
+    }
+
+    /// Moves selective repeat's cursor past what is acknowledged or reported placed.
+    fn settle(&mut self) {
+        let acked = self.acked;
+        if let Some(s) = self.selective.as_mut() {
+            if s.recovery_until.is_some_and(|until| acked >= until) {
+                s.recovery_until = None;
+            }
+            s.cursor = s.cursor.max(acked);
+            while s.cursor < s.lost_below && s.is_sacked(s.cursor) {
+                s.cursor += 1;
+            }
+        }
+    }
+
+    /// Packets sent and neither acknowledged nor resendable: what a window or IRN's
+    /// bandwidth-delay cap limits (the next new packet less the acknowledged prefix).
+    pub fn outstanding(&self) -> u32 {
+        self.next - self.acked
+    }
+
+    /// Whether the next packet injected would be a new one (not a hole resent).
+    pub fn next_is_new(&self) -> bool {
+        self.hole().is_none()
     }
 
     /// Packets injected so far.
@@ -68,6 +132,11 @@ impl RcSender {
 
     /// Takes the next segment, if any.
     pub fn next_segment(&mut self) -> Option<Segment> {
+        if let Some(hole) = self.hole() {
+            self.selective.as_mut().expect("holes are selective").cursor = hole + 1;
+            self.settle();
+            return Some(self.segment(hole));
+        }
         let seg = self.peek()?;
         self.next += 1;
         self.high = self.high.max(self.next);
@@ -76,19 +145,22 @@ impl RcSender {
 
     /// The next segment, without taking it.
     pub fn peek(&self) -> Option<Segment> {
-        if !self.has_more() {
-            return None;
+        if let Some(hole) = self.hole() {
+            return Some(self.segment(hole));
         }
-        let index = self.next;
+        (self.next < self.packets).then(|| self.segment(self.next))
+    }
+
+    fn segment(&self, index: u32) -> Segment {
         let offset = index as u64 * self.mtu as u64;
         let payload = (self.size - offset).min(self.mtu as u64) as u32;
         let last = index + 1 == self.packets;
-        Some(Segment {
+        Segment {
             index,
             payload,
             opcode: Opcode::rdma_write(index, self.packets),
             ack_req: last || (index + 1).is_multiple_of(self.ack_every),
-        })
+        }
     }
 
     /// Applies a cumulative ACK covering packets `0..=index`. Returns true when it
@@ -96,7 +168,31 @@ impl RcSender {
     pub fn on_ack(&mut self, index: u32) -> bool {
         let was_done = self.is_acked();
         self.acked = self.acked.max(index + 1).min(self.packets);
+        self.settle();
         !was_done && self.is_acked()
+    }
+
+    /// Selective repeat: the receiver placed packet `arrived` beyond its in-order prefix
+    /// of `expected` packets. Every unreported packet below `arrived` is lost; the first
+    /// report starts recovery, which lasts until the cumulative ACK passes every packet
+    /// sent by then. Returns true when it completes the message (never, as a hole remains).
+    pub fn on_selective_nak(&mut self, expected: u32, arrived: u32) -> bool {
+        let done = expected.checked_sub(1).is_some_and(|i| self.on_ack(i));
+        let next = self.next;
+        let s = self
+            .selective
+            .as_mut()
+            .expect("a selective NAK needs selective repeat");
+        if arrived < self.packets {
+            s.sacked[(arrived / 64) as usize] |= 1 << (arrived % 64);
+            s.lost_below = s.lost_below.max(arrived);
+        }
+        if s.recovery_until.is_none() {
+            s.recovery_until = Some(next);
+            s.cursor = self.acked;
+        }
+        self.settle();
+        done
     }
 
     pub fn is_acked(&self) -> bool {
@@ -109,9 +205,19 @@ impl RcSender {
     }
 
     /// Go back N: the next packet injected is `index` (never below the acknowledged
-    /// prefix, never forward).
+    /// prefix, never forward). With selective repeat (a timeout), every packet sent and not
+    /// reported placed is resent instead, from the acknowledged prefix.
     pub fn rewind(&mut self, index: u32) {
-        self.next = self.next.min(index.max(self.acked));
+        let (acked, next) = (self.acked, self.next);
+        match self.selective.as_mut() {
+            None => self.next = next.min(index.max(acked)),
+            Some(s) => {
+                s.recovery_until = Some(next);
+                s.cursor = acked;
+                s.lost_below = next;
+                self.settle();
+            }
+        }
     }
 
     /// Whether packet `index` has been injected before.
@@ -130,6 +236,9 @@ pub enum InOrderReceipt {
     OutOfSequence { nak: Option<u32> },
     /// Already placed; re-ACK the in-order prefix `0..=index` so the sender moves on.
     Duplicate { ack: Option<u32> },
+    /// Selective repeat: placed beyond the in-order prefix of `expected` packets; send a
+    /// selective NAK naming `expected` and `arrived`.
+    Beyond { expected: u32, arrived: u32 },
 }
 
 /// Receiver half of RoCE's go-back-N RC: accepts only the expected packet.
@@ -186,6 +295,9 @@ impl InOrderReceiver {
 pub enum RoceReceiver {
     InOrder(InOrderReceiver),
     Placing(RcReceiver),
+    /// Selective repeat's receiver (IRN): places out of order, answers every packet beyond
+    /// the prefix with a selective NAK, and ACKs at once when a resent packet fills a hole.
+    Selective(RcReceiver),
 }
 
 impl RoceReceiver {
@@ -195,6 +307,11 @@ impl RoceReceiver {
         } else {
             RoceReceiver::InOrder(InOrderReceiver::new(packets, ack_every))
         }
+    }
+
+    /// Selective repeat's receiver.
+    pub fn selective(packets: u32, ack_every: u32) -> Self {
+        RoceReceiver::Selective(RcReceiver::new(packets, ack_every))
     }
 
     /// Takes data packet `index`: an out-of-order receiver accepts every new packet and
@@ -215,6 +332,28 @@ impl RoceReceiver {
                     }
                 }
             }
+            RoceReceiver::Selective(r) => {
+                let before = r.prefix();
+                let got = r.on_data(index);
+                let prefix = r.prefix();
+                if got.duplicate {
+                    InOrderReceipt::Duplicate {
+                        ack: prefix.checked_sub(1),
+                    }
+                } else if prefix <= index {
+                    InOrderReceipt::Beyond {
+                        expected: prefix,
+                        arrived: index,
+                    }
+                } else {
+                    // A resent packet that fills a hole is acknowledged at once.
+                    let filled = prefix > before + 1;
+                    InOrderReceipt::Accepted {
+                        ack: got.ack.or(filled.then(|| prefix - 1)),
+                        complete: got.complete,
+                    }
+                }
+            }
         }
     }
 
@@ -223,7 +362,7 @@ impl RoceReceiver {
     pub fn peak_ahead(&self) -> u32 {
         match self {
             RoceReceiver::InOrder(_) => 0,
-            RoceReceiver::Placing(r) => r.peak_ahead(),
+            RoceReceiver::Placing(r) | RoceReceiver::Selective(r) => r.peak_ahead(),
         }
     }
 }
@@ -391,6 +530,61 @@ mod tests {
         s.on_ack(1);
         s.rewind(0);
         assert_eq!(s.next_segment().unwrap().index, 2);
+    }
+
+    /// Selective repeat resends exactly the packets lost, where go-back-N resends
+    /// everything after the first loss.
+    #[test]
+    fn selective_repeat_resends_only_the_holes() {
+        let mut s = RcSender::new(10 * 4096, 4096, 1).selective();
+        let mut r = RoceReceiver::selective(10, 1);
+        let sent: Vec<u32> = (0..8).map(|_| s.next_segment().unwrap().index).collect();
+        assert_eq!(sent, (0..8).collect::<Vec<_>>());
+        // Packets 2 and 5 are lost.
+        let mut resent = Vec::new();
+        for i in [0, 1, 3, 4, 6, 7] {
+            match r.on_data(i) {
+                InOrderReceipt::Accepted { ack: Some(a), .. } => {
+                    s.on_ack(a);
+                }
+                InOrderReceipt::Beyond { expected, arrived } => {
+                    assert_eq!(expected, 2);
+                    s.on_selective_nak(expected, arrived);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(s.outstanding(), 6);
+        while !s.next_is_new() {
+            resent.push(s.next_segment().unwrap().index);
+        }
+        assert_eq!(resent, vec![2, 5]);
+        assert!(s.is_retransmission(2) && s.is_retransmission(5));
+        assert_eq!(s.next_segment().unwrap().index, 8, "then new packets");
+        assert_eq!(
+            r.on_data(2),
+            InOrderReceipt::Accepted {
+                ack: Some(4),
+                complete: false
+            }
+        );
+        s.on_ack(4);
+        assert_eq!(
+            r.on_data(5),
+            InOrderReceipt::Accepted {
+                ack: Some(7),
+                complete: false
+            }
+        );
+        s.on_ack(7);
+        assert_eq!(s.next_segment().unwrap().index, 9);
+        assert!(!s.has_more());
+        // A timeout resends what is neither acknowledged nor reported: here 8 and 9.
+        s.rewind(0);
+        let again: Vec<u32> = std::iter::from_fn(|| s.next_segment())
+            .map(|x| x.index)
+            .collect();
+        assert_eq!(again, vec![8, 9]);
     }
 
     #[test]

@@ -6,10 +6,13 @@ use super::reader::{invalid, Ctx, Field};
 use super::ScenarioError;
 use fabricsim_core::proto::dcqcn::DcqcnPreset;
 use fabricsim_core::proto::ecn::RedParams;
+use fabricsim_core::proto::hpcc::HpccParams;
+use fabricsim_core::proto::timely::TimelyParams;
 use fabricsim_core::units::{BitRate, ByteSize, Dimension};
 use fabricsim_core::wire::roce::IpVersion;
 use fabricsim_fabric::rocev2::{
-    hpcc_ecn, DcqcnConfig, EcnConfig, LoadBalancing, RoceConfig, DEFAULT_FLOWLET_GAP,
+    hpcc_ecn, AckCc, DcqcnConfig, EcnConfig, LoadBalancing, LossRecovery, RoceConfig,
+    DEFAULT_FLOWLET_GAP,
 };
 use serde::Deserialize;
 use std::fmt::Write as _;
@@ -44,6 +47,12 @@ pub(super) struct FileRoce {
     rate_hai: Field,
     min_rate: Field,
     rate_decrease_period: Field,
+    hpcc_eta: Option<f64>,
+    hpcc_max_stage: Field,
+    hpcc_rate_ai: Field,
+    swift_base_target: Field,
+    timely_t_low: Field,
+    timely_t_high: Field,
     pub pfc_watchdog: Field,
     pub pfc_watchdog_restore: Field,
     pub deadlock_check: Field,
@@ -86,8 +95,17 @@ fn dcqcn_timing_keys(f: &FileRoce) -> [(&'static str, &Field); 9] {
 /// "DCQCN CC Parameters"; docs/PARAMETERS.md). Each departure in words.
 pub(super) fn departures(f: &FileRoce) -> Vec<String> {
     let mut v = Vec::new();
+    let selective =
+        f.loss_recovery.as_ref().map(|l| l.get_ref().as_str()) == Some("selective-repeat");
     if f.pfc == Some(false) {
-        v.push("RoCEv2 without PFC (`pfc = false`: lossy, go-back-N recovers drops)".into());
+        v.push(if selective {
+            "RoCEv2 without PFC (`pfc = false`: lossy, selective repeat recovers drops)".into()
+        } else {
+            "RoCEv2 without PFC (`pfc = false`: lossy, go-back-N recovers drops)".into()
+        });
+    }
+    if selective {
+        v.push("selective repeat (IRN) in place of RoCE's go-back-N".into());
     }
     match &f.ecn {
         Some(e) if e.enabled == Some(false) => {
@@ -97,8 +115,13 @@ pub(super) fn departures(f: &FileRoce) -> Vec<String> {
         None => {}
     }
     let cc = f.congestion_control.as_ref().map(|c| c.get_ref().as_str());
-    if cc == Some("none") {
-        v.push("RoCEv2 without congestion control (`congestion_control = \"none\"`, as Meta ran its 400G clusters: docs/REFERENCE.md 8b)".into());
+    match cc {
+        Some("none") => v.push("RoCEv2 without congestion control (`congestion_control = \"none\"`, as Meta ran its 400G clusters: docs/REFERENCE.md 8b)".into()),
+        Some(other @ ("hpcc" | "swift" | "timely")) => v.push(format!(
+            "{} in place of DCQCN (`congestion_control = \"{other}\"`)",
+            other.to_uppercase()
+        )),
+        _ => {}
     }
     if let Some(p) = f.dcqcn_preset.as_ref().map(|p| p.get_ref().as_str()) {
         if p != "connectx" {
@@ -165,8 +188,8 @@ pub(super) fn parse(
             IpVersion::V4
         };
     }
-    c.choice(&key("loss_recovery"), &f.loss_recovery, &["go-back-n"])?;
     roce.load_balancing = load_balancing(c, f)?;
+    roce.loss_recovery = loss_recovery(c, f, roce.load_balancing)?;
     pathologies::parse(c, f, roce, hosts)?;
     if let Some(a) = c.count(&key("ack_every"), &f.ack_every, 1, 1 << 20)? {
         roce.ack_every = a as u32;
@@ -183,8 +206,116 @@ pub(super) fn parse(
     if let Some(e) = &f.ecn {
         roce.ecn = ecn(c, e)?;
     }
+    roce.ack_cc = ack_cc(c, f, link_rate)?;
     roce.dcqcn = dcqcn(c, f, link_rate)?;
+    if roce.needs_base_rtt() {
+        // HPCC, Swift, TIMELY and IRN react to every packet's ACK (the ns-3 model's
+        // L2_ACK_INTERVAL 1; IRN ACKs every packet): a window smaller than `ack_every`
+        // packets would wait for an ACK that never comes.
+        if roce.ack_every != 1 && f.ack_every.is_some() {
+            return Err(invalid(format!(
+                "{} = {}: congestion_control = \"{}\" with loss_recovery = \"{}\" needs an ACK per packet (1)",
+                key("ack_every"),
+                roce.ack_every,
+                roce.ack_cc.as_ref().map_or("dcqcn", |a| a.name()),
+                roce.loss_recovery.name()
+            )));
+        }
+        roce.ack_every = 1;
+    }
     Ok(())
+}
+
+/// `loss_recovery`: go-back-N (RoCE's) or IRN's selective repeat, which treats
+/// reordering as loss and so is refused beside adaptive routing and spraying.
+fn loss_recovery(c: &Ctx, f: &FileRoce, lb: LoadBalancing) -> Result<LossRecovery, ScenarioError> {
+    let lr = c.choice(
+        &key("loss_recovery"),
+        &f.loss_recovery,
+        &LossRecovery::NAMES,
+    )?;
+    if lr != Some("selective-repeat") {
+        return Ok(LossRecovery::GoBackN);
+    }
+    if lb.places_out_of_order() {
+        return Err(invalid(format!(
+            "{} = \"selective-repeat\": with load_balancing = \"{}\" packets arrive out of order, which selective repeat's NAKs would report as losses; use \"ecmp\" or \"flowlet\"",
+            key("loss_recovery"),
+            lb.name()
+        )));
+    }
+    Ok(LossRecovery::SelectiveRepeat)
+}
+
+/// The keys of HPCC, Swift and TIMELY, with the algorithm each belongs to.
+fn ack_cc_keys(f: &FileRoce) -> [(&'static str, &'static str, bool); 6] {
+    [
+        ("hpcc_eta", "hpcc", f.hpcc_eta.is_some()),
+        ("hpcc_max_stage", "hpcc", f.hpcc_max_stage.is_some()),
+        ("hpcc_rate_ai", "hpcc", f.hpcc_rate_ai.is_some()),
+        ("swift_base_target", "swift", f.swift_base_target.is_some()),
+        ("timely_t_low", "timely", f.timely_t_low.is_some()),
+        ("timely_t_high", "timely", f.timely_t_high.is_some()),
+    ]
+}
+
+/// `congestion_control = "hpcc" | "swift" | "timely"` with their keys (each refused under
+/// another algorithm), at the defaults their sources give (docs/PARAMETERS.md).
+fn ack_cc(c: &Ctx, f: &FileRoce, link_rate: BitRate) -> Result<Option<AckCc>, ScenarioError> {
+    let cc = f.congestion_control.as_ref().map(|c| c.get_ref().as_str());
+    let cc = cc.filter(|n| ["hpcc", "swift", "timely"].contains(n));
+    if let Some((k, owner, _)) = ack_cc_keys(f)
+        .into_iter()
+        .find(|(_, o, set)| *set && Some(*o) != cc)
+    {
+        return Err(invalid(format!(
+            "{}: set while congestion_control is not \"{owner}\"; it would do nothing",
+            key(k)
+        )));
+    }
+    Ok(match cc {
+        Some("hpcc") => {
+            let mut p = HpccParams::ns3(link_rate);
+            if let Some(eta) = f.hpcc_eta {
+                if !(eta > 0.0 && eta <= 1.0) {
+                    return Err(invalid(format!(
+                        "{} = {eta}: must be in (0, 1]",
+                        key("hpcc_eta")
+                    )));
+                }
+                p.eta = eta;
+            }
+            if let Some(n) = c.count(&key("hpcc_max_stage"), &f.hpcc_max_stage, 0, 1000)? {
+                p.max_stage = n as u32;
+            }
+            if let Some(r) = c.rate(&key("hpcc_rate_ai"), &f.hpcc_rate_ai)? {
+                p.rate_ai = r;
+            }
+            Some(AckCc::Hpcc(p))
+        }
+        Some("swift") => Some(AckCc::Swift {
+            base_target: c.positive_time(&key("swift_base_target"), &f.swift_base_target)?,
+        }),
+        Some("timely") => {
+            let mut p = TimelyParams::ns3(link_rate);
+            if let Some(t) = c.positive_time(&key("timely_t_low"), &f.timely_t_low)? {
+                p.t_low = t;
+            }
+            if let Some(t) = c.positive_time(&key("timely_t_high"), &f.timely_t_high)? {
+                p.t_high = t;
+            }
+            if p.t_high <= p.t_low {
+                return Err(invalid(format!(
+                    "{}: needs timely_t_low < timely_t_high (got {} and {})",
+                    key("timely_t_high"),
+                    p.t_low,
+                    p.t_high
+                )));
+            }
+            Some(AckCc::Timely(p))
+        }
+        _ => None,
+    })
 }
 
 /// `load_balancing` (ECMP per QP by default) and, for flowlets, `flowlet_gap`.
@@ -246,22 +377,23 @@ fn ecn(c: &Ctx, e: &FileEcn) -> Result<Option<EcnConfig>, ScenarioError> {
 }
 
 /// `congestion_control`: DCQCN (the default, with the ConnectX firmware's parameters, a
-/// preset and overrides) or `"none"`, where any DCQCN key is refused.
+/// preset and overrides), or `"none"`, `"hpcc"`, `"swift"` or `"timely"`, where any DCQCN
+/// key is refused.
 fn dcqcn(c: &Ctx, f: &FileRoce, link_rate: BitRate) -> Result<Option<DcqcnConfig>, ScenarioError> {
     let cc = c.choice(
         &key("congestion_control"),
         &f.congestion_control,
-        &["none", "dcqcn"],
+        &["none", "dcqcn", "hpcc", "swift", "timely"],
     )?;
     let preset = c.choice(&key("dcqcn_preset"), &f.dcqcn_preset, &DcqcnPreset::NAMES)?;
-    if cc == Some("none") {
+    if let Some(other) = cc.filter(|n| *n != "dcqcn") {
         let overrides = dcqcn_timing_keys(f);
         let given = overrides.iter().find(|(_, v)| v.is_some()).map(|(k, _)| *k);
         let given =
             given.or((preset.is_some() || f.dcqcn_g.is_some()).then_some("dcqcn_preset / dcqcn_g"));
         if let Some(k) = given {
             return Err(invalid(format!(
-                "{}: set while congestion_control = \"none\"; it would do nothing",
+                "{}: set while congestion_control = \"{other}\"; it would do nothing",
                 key(k)
             )));
         }
@@ -319,15 +451,16 @@ fn dcqcn_overrides(c: &Ctx, f: &FileRoce, d: &mut DcqcnConfig) -> Result<(), Sce
 pub(super) fn write_toml(r: &RoceConfig, link_rate: BitRate, s: &mut String) {
     let _ = writeln!(
         s,
-        "\n[fabric.rocev2]\nip = \"{}\"\npfc = {}\nswitch_buffer = \"{}\"\nreserve = \"{}\"\nalpha_shift = {}\nloss_recovery = \"go-back-n\"\nack_every = {}\nrto_exponent = {}   # {}\nnic_tx_latency = \"{}\"\nnic_rx_latency = \"{}\"",
+        "\n[fabric.rocev2]\nip = \"{}\"\npfc = {}\nswitch_buffer = \"{}\"\nreserve = \"{}\"\nalpha_shift = {}\nloss_recovery = \"{}\"\nack_every = {}\nrto_exponent = {}   # {}\nnic_tx_latency = \"{}\"\nnic_rx_latency = \"{}\"",
         if r.ip == IpVersion::V6 { "ipv6" } else { "ipv4" },
         r.pfc,
         ByteSize(r.switch_buffer),
         ByteSize(r.reserve),
         r.alpha_shift,
+        r.loss_recovery.name(),
         r.ack_every,
         r.rto_exponent,
-        r.rto(),
+        r.rto(u32::MAX),
         r.nic_tx_latency,
         r.nic_rx_latency
     );
@@ -354,11 +487,36 @@ pub(super) fn write_toml(r: &RoceConfig, link_rate: BitRate, s: &mut String) {
 
 /// `congestion_control` with DCQCN's parameters, and `ecn`.
 fn write_congestion_toml(r: &RoceConfig, s: &mut String) {
-    match &r.dcqcn {
-        None => {
+    match (&r.dcqcn, &r.ack_cc) {
+        (None, None) => {
             let _ = writeln!(s, "congestion_control = \"none\"");
         }
-        Some(d) => {
+        (None, Some(AckCc::Hpcc(p))) => {
+            let _ = writeln!(
+                s,
+                "congestion_control = \"hpcc\"\nhpcc_eta = {}\nhpcc_max_stage = {}\nhpcc_rate_ai = \"{}\"",
+                p.eta, p.max_stage, p.rate_ai
+            );
+        }
+        (None, Some(AckCc::Swift { base_target })) => {
+            let _ = writeln!(s, "congestion_control = \"swift\"");
+            match base_target {
+                Some(t) => {
+                    let _ = writeln!(s, "swift_base_target = \"{t}\"");
+                }
+                None => {
+                    let _ = writeln!(s, "# swift_base_target: the network's base RTT + 2 us");
+                }
+            }
+        }
+        (None, Some(AckCc::Timely(p))) => {
+            let _ = writeln!(
+                s,
+                "congestion_control = \"timely\"\ntimely_t_low = \"{}\"\ntimely_t_high = \"{}\"",
+                p.t_low, p.t_high
+            );
+        }
+        (Some(d), _) => {
             let p = &d.params;
             let _ = writeln!(
                 s,

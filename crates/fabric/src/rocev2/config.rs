@@ -2,6 +2,8 @@
 
 use fabricsim_core::proto::dcqcn::{DcqcnParams, DcqcnPreset};
 use fabricsim_core::proto::ecn::RedParams;
+use fabricsim_core::proto::hpcc::HpccParams;
+use fabricsim_core::proto::timely::TimelyParams;
 use fabricsim_core::units::{BitRate, HostId, Time};
 use fabricsim_core::wire::roce::IpVersion;
 use serde::Serialize;
@@ -34,6 +36,62 @@ pub struct DcqcnConfig {
     /// paper, ConnectX min_time_between_cnps 4 us).
     pub cnp_interval: Time,
 }
+
+/// Congestion control that reacts to what each ACK brings back, in place of DCQCN's CNPs.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub enum AckCc {
+    /// HPCC: switches stamp INT on data packets, the ACK echoes it.
+    Hpcc(HpccParams),
+    /// Swift: delay from NIC timestamps against a target. Its parameters follow from the
+    /// network's base RTT ([`SwiftParams::default_for`]) unless `base_target` is given.
+    ///
+    /// [`SwiftParams::default_for`]: fabricsim_core::proto::swift::SwiftParams::default_for
+    Swift { base_target: Option<Time> },
+    /// TIMELY: the RTT's gradient from NIC timestamps.
+    Timely(TimelyParams),
+}
+
+impl AckCc {
+    /// Its name in `fabric.rocev2.congestion_control`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            AckCc::Hpcc(_) => "hpcc",
+            AckCc::Swift { .. } => "swift",
+            AckCc::Timely(_) => "timely",
+        }
+    }
+}
+
+/// How a sender recovers lost packets (`fabric.rocev2.loss_recovery`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum LossRecovery {
+    /// RoCE's go-back-N: the receiver discards out-of-order packets and NAKs once; the
+    /// sender resends from the packet NAKed.
+    GoBackN,
+    /// IRN's selective repeat (Mittal et al., SIGCOMM 2018): the receiver places out of
+    /// order and NAKs each packet beyond its prefix, naming it; the sender resends only
+    /// the holes, keeps at most the network's bandwidth-delay product outstanding, and
+    /// times out after [`IRN_RTO_LOW`] with few packets outstanding, [`IRN_RTO_HIGH`]
+    /// otherwise.
+    SelectiveRepeat,
+}
+
+impl LossRecovery {
+    pub const NAMES: [&'static str; 2] = ["go-back-n", "selective-repeat"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LossRecovery::GoBackN => Self::NAMES[0],
+            LossRecovery::SelectiveRepeat => Self::NAMES[1],
+        }
+    }
+}
+
+/// IRN's timeouts: RTO_low with at most [`IRN_FEW_OUTSTANDING`] packets outstanding,
+/// RTO_high otherwise (the paper's values, set for 40 Gb/s fabrics; unverified at 400G).
+pub const IRN_RTO_LOW: Time = Time::from_us(100);
+pub const IRN_RTO_HIGH: Time = Time::from_us(320);
+pub const IRN_FEW_OUTSTANDING: u32 = 3;
 
 /// A NIC whose receive pipeline stalls: from `start` it drops what arrives and pauses its
 /// switch port without end (the pause storm of Guo et al., SIGCOMM 2016), until `end`.
@@ -152,6 +210,9 @@ pub struct RoceConfig {
     pub pause_quanta: u16,
     pub ecn: Option<EcnConfig>,
     pub dcqcn: Option<DcqcnConfig>,
+    /// HPCC, Swift or TIMELY in place of DCQCN (never both).
+    pub ack_cc: Option<AckCc>,
+    pub loss_recovery: LossRecovery,
     /// The receiver ACKs every this many packets and on the last one (unverified).
     pub ack_every: u32,
     /// Local ACK timeout exponent t: RTO = 4.096 us x 2^t (docs/REFERENCE.md section 4). Default
@@ -180,9 +241,20 @@ pub struct RoceConfig {
 }
 
 impl RoceConfig {
-    /// The local ACK timeout.
-    pub fn rto(&self) -> Time {
-        Time(4_096_000u64 << self.rto_exponent)
+    /// The local ACK timeout with `outstanding` packets outstanding: go-back-N's from
+    /// `rto_exponent`, selective repeat's IRN pair.
+    pub fn rto(&self, outstanding: u32) -> Time {
+        match self.loss_recovery {
+            LossRecovery::GoBackN => Time(4_096_000u64 << self.rto_exponent),
+            LossRecovery::SelectiveRepeat if outstanding <= IRN_FEW_OUTSTANDING => IRN_RTO_LOW,
+            LossRecovery::SelectiveRepeat => IRN_RTO_HIGH,
+        }
+    }
+
+    /// Whether senders need the network's base RTT (a window, a target delay or IRN's
+    /// cap) and data packets carry telemetry back in their ACKs.
+    pub fn needs_base_rtt(&self) -> bool {
+        self.ack_cc.is_some() || self.loss_recovery == LossRecovery::SelectiveRepeat
     }
 
     /// The headroom on a port of `rate`: the configured figure or the mlx5 rule.
@@ -223,6 +295,8 @@ impl Default for RoceConfig {
             pause_quanta: fabricsim_core::proto::pfc::MAX_QUANTA,
             ecn: Some(hpcc_ecn()),
             dcqcn: None,
+            ack_cc: None,
+            loss_recovery: LossRecovery::GoBackN,
             ack_every: 4,
             rto_exponent: 20,
             seed: 1,

@@ -12,8 +12,10 @@
 //!   under 2 % of bytes).
 //! - PFC frames are real 84-byte frames that take link time, sent ahead of queued packets
 //!   (never pre-empting one on the wire).
-//! - NICs run go-back-N RC: receivers accept only the expected packet and NAK a gap once;
-//!   senders rewind on NAK or after a timeout without progress.
+//! - NICs run go-back-N RC (receivers accept only the expected packet and NAK a gap once;
+//!   senders rewind on NAK or after a timeout without progress) or IRN's selective repeat.
+//!   Congestion control is DCQCN (CNPs cut a paced rate), or HPCC, Swift or TIMELY, which
+//!   react to what ACKs echo (INT stamped by switch egresses, NIC timestamps).
 //! - Pathologies are modelled, not assumed away: a stalled NIC pauses its port without end
 //!   (pause storm) and an optional watchdog breaks it; while anything is paused, the
 //!   wait-for graph of paused queues is checked and a deadlock stops the run.
@@ -23,7 +25,7 @@ pub mod parallel;
 mod sim;
 
 pub use config::{
-    hpcc_ecn, DcqcnConfig, EcnConfig, LoadBalancing, PauseStorm, PfcWatchdog, RoceConfig,
-    DEFAULT_FLOWLET_GAP,
+    hpcc_ecn, AckCc, DcqcnConfig, EcnConfig, LoadBalancing, LossRecovery, PauseStorm, PfcWatchdog,
+    RoceConfig, DEFAULT_FLOWLET_GAP, IRN_RTO_HIGH, IRN_RTO_LOW,
 };
 pub use sim::{Audit, CapturedFrame, RateSample, Simulation};

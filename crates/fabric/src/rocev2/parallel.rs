@@ -13,8 +13,8 @@ use fabricsim_core::wire::roce;
 use std::collections::{BTreeMap, VecDeque};
 
 /// Why a run cannot be split over threads, if it cannot: what needs the whole run's
-/// state at every event (the watchdog's cycle records, the NIC message rate's slots), or
-/// a topology of one server.
+/// state at every event (the watchdog's cycle records, the NIC message rate's slots),
+/// telemetry kept beside the frames, or a topology of one server.
 pub fn why_not_split(
     cfg: &RoceConfig,
     topo: &Topology,
@@ -22,6 +22,8 @@ pub fn why_not_split(
 ) -> Option<&'static str> {
     if cfg.watchdog.is_some() {
         Some("the PFC watchdog's cycle records are run-wide")
+    } else if cfg.ack_cc.is_some() {
+        Some("HPCC, Swift and TIMELY carry telemetry beside the frames, which a part does not hand over")
     } else if workload.message_interval.is_some() {
         Some("a NIC message rate orders posts run-wide")
     } else if topo.host_count() <= topo.gpus_per_node() {

@@ -64,7 +64,9 @@ impl Simulation {
                     msn: 0,
                 }),
             ),
-            Kind::Nak => (
+            // IRN's selective NAK is a NAK on the wire (its reported PSN rides in an
+            // extension header that the capture leaves out).
+            Kind::Nak | Kind::Sack => (
                 Opcode::Acknowledge as u8,
                 Some(Aeth {
                     syndrome: roce::NAK_PSN_SEQUENCE_ERROR,

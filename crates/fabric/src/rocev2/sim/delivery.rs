@@ -1,5 +1,6 @@
 //! The NIC's receiving side: data placed in order with ACKs, NAKs and CNPs, replies acknowledged at the sender, CNPs cutting its rate.
 
+use super::reaction::Telemetry;
 use super::{Kind, Packet, PacketPort, RateSample, Simulation};
 use crate::driver::{self, MessageFabric};
 use fabricsim_core::proto::rc::InOrderReceipt;
@@ -7,8 +8,8 @@ use fabricsim_core::units::{HostId, Time};
 use fabricsim_core::wire::roce::{self};
 
 impl Simulation {
-    /// A packet reached host `h`'s NIC.
-    pub(super) fn deliver(&mut self, h: HostId, pkt: Packet, now: Time) {
+    /// A packet reached host `h`'s NIC, with its telemetry if packets carry it.
+    pub(super) fn deliver(&mut self, h: HostId, pkt: Packet, tel: Option<Telemetry>, now: Time) {
         if self.nics[h.index()].stalled {
             let port = self.topo.host_port(h);
             if pkt.kind == Kind::Data {
@@ -20,20 +21,21 @@ impl Simulation {
             return;
         }
         match pkt.kind {
-            Kind::Data => self.receive_data(h, pkt, now),
-            Kind::Ack | Kind::Nak => self.receive_reply(pkt, now),
+            Kind::Data => self.receive_data(h, pkt, tel, now),
+            Kind::Ack | Kind::Nak | Kind::Sack => self.receive_reply(pkt, tel, now),
             Kind::Cnp => self.receive_cnp(pkt.flow, now),
         }
     }
 
-    /// The receiver places a data packet in order (or discards it), answering with an ACK
-    /// or NAK as its queue pair asks, and with a CNP if it was marked; a message placed
-    /// whole releases what depends on it.
-    fn receive_data(&mut self, h: HostId, pkt: Packet, now: Time) {
+    /// The receiver places a data packet in order (or discards it, or with selective
+    /// repeat places it beyond its prefix), answering with an ACK, NAK or selective NAK as
+    /// its queue pair asks (echoing the packet's telemetry), and with a CNP if it was
+    /// marked; a message placed whole releases what depends on it.
+    fn receive_data(&mut self, h: HostId, pkt: Packet, tel: Option<Telemetry>, now: Time) {
         let fid = pkt.flow;
         self.count_in_flight(-1);
         let cnp_interval = self.cfg.dcqcn.as_ref().map(|d| d.cnp_interval);
-        let ack_len = roce::ack_frame_len(self.cfg.ip) as u32;
+        let ack_len = roce::ack_frame_len(self.cfg.ip) as u32 + self.int_bytes();
         let flow = &mut self.state.flows[fid as usize];
         let reply = |kind: Kind, index: u32, wire: u32| Packet {
             flow: fid,
@@ -77,18 +79,37 @@ impl Simulation {
                 self.lost_payload += pkt.payload as u64;
                 out[1] = ack.map(|i| reply(Kind::Ack, i, ack_len));
             }
+            InOrderReceipt::Beyond { expected, arrived } => {
+                flow.life.delivered_bytes += pkt.payload as u64;
+                self.naks += 1;
+                let mut sack = reply(Kind::Sack, expected, ack_len);
+                sack.payload = Packet::sack_offset(expected, arrived);
+                out[1] = Some(sack);
+            }
         }
         let completed = flow.life.finish;
         let nic = &mut self.nics[h.index()];
-        nic.control.extend(out.into_iter().flatten());
+        for reply in out.into_iter().flatten() {
+            if let Some(t) = tel {
+                // A CNP echoes nothing; ACKs and NAKs echo the packet they answer.
+                nic.echo.push_back(if reply.kind == Kind::Cnp {
+                    Telemetry::default()
+                } else {
+                    t
+                });
+            }
+            nic.control.push_back(reply);
+        }
         self.try_transmit(self.topo.host_port(h));
         if let (Some(at), true) = (completed, just_completed) {
             self.release_dependents(fid, at);
         }
     }
 
-    /// The sender takes an ACK (or a NAK, which also rewinds it to the packet expected).
-    fn receive_reply(&mut self, pkt: Packet, now: Time) {
+    /// The sender takes an ACK (or a NAK, which also rewinds it to the packet expected, or
+    /// a selective NAK, which reports one packet placed and the holes below it); ACK-driven
+    /// congestion control reacts to what it echoes.
+    fn receive_reply(&mut self, pkt: Packet, tel: Option<Telemetry>, now: Time) {
         let fid = pkt.flow;
         let flow = &mut self.state.flows[fid as usize];
         let covered = if pkt.kind == Kind::Ack {
@@ -97,18 +118,32 @@ impl Simulation {
             pkt.index.checked_sub(1)
         };
         let before = flow.sender.acked();
-        if let Some(i) = covered {
-            if flow.sender.on_ack(i) {
-                flow.life.acked = Some(now);
-                self.state.lifecycle.completed += 1;
-            }
+        let done = match pkt.kind {
+            Kind::Sack => flow.sender.on_selective_nak(pkt.index, pkt.sacked()),
+            _ => covered.is_some_and(|i| flow.sender.on_ack(i)),
+        };
+        if done {
+            flow.life.acked = Some(now);
+            self.state.lifecycle.completed += 1;
         }
-        if flow.sender.acked() > before {
+        let newly = flow.sender.acked() - before;
+        if newly > 0 {
             flow.last_progress = now;
         }
-        if pkt.kind == Kind::Nak {
-            flow.sender.rewind(pkt.index);
-            self.requeue(fid);
+        match pkt.kind {
+            Kind::Nak => {
+                flow.sender.rewind(pkt.index);
+                self.requeue(fid);
+            }
+            Kind::Sack => self.requeue(fid),
+            _ => {}
+        }
+        if let Some(t) = tel {
+            self.on_feedback(fid, &t, newly, now);
+        } else if self.reaction.is_some() && newly > 0 {
+            // IRN's cap may have opened.
+            let src = self.state.flows[fid as usize].msg.src;
+            self.try_transmit(self.topo.host_port(src));
         }
         self.state.note_completion();
     }

@@ -8,6 +8,8 @@ pub(crate) enum Kind {
     Data,
     Ack,
     Nak,
+    /// Selective repeat's NAK: the receiver placed a packet beyond its in-order prefix.
+    Sack,
     Cnp,
 }
 
@@ -20,7 +22,8 @@ pub(super) const CONTROL: usize = 1;
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Packet {
     pub(super) flow: u32,
-    /// Data: position in the message. Ack: last packet covered. Nak: expected packet.
+    /// Data: position in the message. Ack: last packet covered. Nak and Sack: expected
+    /// packet.
     pub(super) index: u32,
     pub(super) dst: u32,
     /// The host that sent it (a data packet's message source, a reply's message
@@ -28,7 +31,9 @@ pub(crate) struct Packet {
     /// `dst`, carried so that forwarding never reads the flow.
     pub(super) src: u32,
     pub(super) sport: u16,
-    /// Payload and link bytes (an MTU is at most [`MAX_MTU`]).
+    /// Payload and link bytes (an MTU is at most [`MAX_MTU`]). A Sack, which has no
+    /// payload, keeps here how far beyond `index` the packet it reports was
+    /// ([`Packet::sack_offset`]).
     pub(super) payload: u16,
     pub(super) wire: u16,
     pub(super) kind: Kind,
@@ -95,6 +100,19 @@ pub(super) const MAX_MTU: u32 = 16384;
 const _: () = assert!(std::mem::size_of::<Frame>() == 28);
 
 impl Packet {
+    /// A Sack's `payload`: the reported packet's distance beyond the expected one (below
+    /// 2^16, as IRN's cap keeps outstanding packets to the bandwidth-delay product,
+    /// which `Reaction` clamps below 2^16).
+    pub(super) fn sack_offset(expected: u32, arrived: u32) -> u16 {
+        u16::try_from(arrived - expected).expect("IRN's cap bounds what is outstanding")
+    }
+
+    /// The packet a Sack reports placed.
+    pub(super) fn sacked(&self) -> u32 {
+        debug_assert_eq!(self.kind, Kind::Sack);
+        self.index + self.payload as u32
+    }
+
     pub(super) fn class(&self) -> usize {
         if self.kind == Kind::Data {
             DATA

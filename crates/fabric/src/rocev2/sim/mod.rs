@@ -24,6 +24,7 @@ mod pfc;
 mod port;
 mod prefetch;
 mod rates;
+mod reaction;
 mod report;
 mod split;
 mod switch;
@@ -38,6 +39,7 @@ pub(crate) use nic::Flow;
 use nic::{flows, Nic};
 use port::{port_states, AfterEnd, PortState, NEVER};
 pub use rates::RateSample;
+use reaction::{Reaction, Telemetry};
 pub use report::Audit;
 use switch::{shared_buffers, Flowlet, SharedBuffer};
 
@@ -60,6 +62,11 @@ pub struct Simulation {
     /// ([`EventQueue::walk_ahead`]).
     prefetch_deep: bool,
     ports: Vec<PortState>,
+    /// With HPCC, Swift or TIMELY: each frame slot's telemetry (see [`Telemetry`]),
+    /// indexed by slot like the pool.
+    telemetry: Vec<Telemetry>,
+    /// The network's base RTT and what follows from it, when senders need it.
+    reaction: Option<Reaction>,
     buffers: Vec<SharedBuffer>,
     /// Flowlet switching only: every switch's flowlet table, each
     /// [`FLOWLET_ENTRIES`] long, starting at `flowlet_base[node]`.
@@ -154,7 +161,8 @@ impl Simulation {
         let slack = lifecycle.cross_server_slack(workload, &topo, cfg.nic_rx_latency);
         let pfc = roce::PFC_FRAME_WIRE_LEN as u64;
         let grid = driver::lookahead(&topo, pfc, slack, cfg.deadlock_check);
-        let flows = flows(&cfg, &topo, workload);
+        let reaction = Reaction::new(&cfg, &topo, &routes, workload);
+        let flows = flows(&cfg, &topo, workload, reaction.as_ref());
         let port_bytes = ports.len() * std::mem::size_of::<PortState>();
         let (flowlets, flowlet_base) = flowlet_tables(&cfg, &topo);
         let mut sim = Simulation {
@@ -173,6 +181,8 @@ impl Simulation {
             prefetch_above_slots: driver::prefetch_above_slots::<Frame, Time>(port_bytes),
             prefetch_deep: port_bytes > fabricsim_core::prefetch::WORTH_ABOVE_BYTES,
             ports,
+            telemetry: Vec::new(),
+            reaction,
             buffers,
             flowlets,
             flowlet_base,
@@ -381,13 +391,16 @@ impl MessageFabric for Simulation {
 
     /// The DCQCN state and pacing carry over; CNPs for `prev` reach `next` from now on.
     fn inherit_connection(&mut self, prev: u32, next: u32) {
-        let (rp, t) = {
+        let (rp, cc, base, t) = {
             let p = &mut self.state.flows[prev as usize];
             p.life.handed_to = Some(next);
-            (p.rp.clone(), (p.last_tx, p.last_wire))
+            let base = p.psn_base + p.sender.packets();
+            (p.rp.clone(), p.cc.clone(), base, (p.last_tx, p.last_wire))
         };
         let n = &mut self.state.flows[next as usize];
         n.rp = rp;
+        n.cc = cc;
+        n.psn_base = base;
         (n.last_tx, n.last_wire) = t;
     }
 

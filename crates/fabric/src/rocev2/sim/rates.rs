@@ -9,7 +9,8 @@ use fabricsim_core::units::{BitRate, Time};
 pub struct RateSample {
     pub time: Time,
     pub flow: u32,
-    /// The pacing rate: DCQCN's current rate, or the line rate without DCQCN.
+    /// The pacing rate: DCQCN's (or HPCC's, Swift's, TIMELY's) current rate, or the line
+    /// rate without congestion control.
     pub rate: BitRate,
     /// Periodic samples: payload sent over the interval just ended. None at a cut.
     pub sent: Option<BitRate>,
@@ -38,12 +39,13 @@ impl Simulation {
         for &i in &self.on_nic {
             let f = &mut self.state.flows[i as usize];
             let line = self.topo.port(self.topo.host_port(f.msg.src)).rate;
-            let rate = match &self.cfg.dcqcn {
-                Some(d) => {
+            let rate = match (&self.cfg.dcqcn, f.cc.as_deref()) {
+                (Some(d), _) => {
                     f.rp.advance(now, &d.params);
                     f.rp.rate().min(line)
                 }
-                None => line,
+                (None, Some(c)) => c.rate(line, f.last_wire).min(line),
+                (None, None) => line,
             };
             let bits = (f.life.sent_bytes - f.sampled_bytes) as u128 * 8 * 1_000_000_000_000;
             f.sampled_bytes = f.life.sent_bytes;

@@ -123,6 +123,9 @@ impl Simulation {
         };
         let arrival = end + spec.delay;
         let generation = p.generation;
+        if let Some((DATA, sent)) = popped {
+            self.stamp_hop(port, sent, now);
+        }
         if let (Some(node), Frame::Packet(pkt)) = (peer_switch, self.frames.get(slot)) {
             let out = self.route(node, pkt);
             self.frames.get_mut(slot).packet_mut().port = PacketPort::routed_to(out);
@@ -360,8 +363,9 @@ impl Simulation {
                 Some(node) => self.forward(node, to, slot, pkt, now),
                 None => {
                     let h = self.ports[to.index()].host().expect("a host's port");
+                    let tel = self.telemetry_of(slot);
                     self.frames.free(slot);
-                    self.deliver(h, pkt, now)
+                    self.deliver(h, pkt, tel, now)
                 }
             },
         }
