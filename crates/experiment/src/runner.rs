@@ -878,6 +878,11 @@ fn capture_link(scenario: &Scenario, p: &PcapRequest) -> Result<LinkType, String
             flow_count.saturating_sub(1)
         ));
     }
+    if scenario.fabric == FabricKind::Rocev2 {
+        if let Some(fabricsim_fabric::rocev2::AckCc::Hpcc(_)) = scenario.roce.ack_cc {
+            return Err("--pcap: with congestion_control = \"hpcc\" packets carry an INT header that the capture does not write; capture without HPCC".into());
+        }
+    }
     let allowed = LinkType::allowed(scenario.fabric);
     let link = p.link.unwrap_or(allowed[0]);
     if !allowed.contains(&link) {

@@ -104,14 +104,20 @@ pub(super) fn flow_refusal(s: &Scenario) -> Option<String> {
     packets_only(s).or_else(|| flow_unmodelled(s))
 }
 
-/// What flow level does not model in `s`: InfiniBand's congestion control (FECN, BECN
-/// and the CCT cut senders below their fair share) and unequal VL arbitration weights
-/// (flows share a port fairly whatever their VL).
+/// What flow level does not model in `s`: RoCEv2's flowlets and HPCC, Swift and TIMELY;
+/// InfiniBand's congestion control (FECN, BECN and the CCT cut senders below their fair
+/// share) and unequal VL arbitration weights (flows share a port fairly whatever their VL).
 pub fn flow_unmodelled(s: &Scenario) -> Option<String> {
     use super::FabricKind;
     if s.fabric == FabricKind::Rocev2 {
         if let LoadBalancing::Flowlet { .. } = s.roce.load_balancing {
             return Some("fabric.rocev2.load_balancing = \"flowlet\": flowlets are not modelled at flow level (it keeps each QP's ECMP path; a ring beside a permutation measured +60 % against packet level, BENCHMARKS.md)".into());
+        }
+        if let Some(cc) = &s.roce.ack_cc {
+            return Some(format!(
+                "fabric.rocev2.congestion_control = \"{}\": its reaction to ACKs (INT or delay) is not modelled at flow level, whose RoCEv2 sharing is calibrated for DCQCN and for none (selective repeat on a lossless fabric is: it changes nothing there)",
+                cc.name()
+            ));
         }
         return None;
     }
@@ -142,7 +148,7 @@ pub(crate) fn packets_only(s: &Scenario) -> Option<String> {
             return Some("fabric.rocev2.pfc_watchdog: the PFC watchdog (and the deadlocks it breaks) is modelled at packet level only".into());
         }
         if !r.pfc {
-            return Some("fabric.rocev2.pfc = false: flow level models lossless fabrics; drops and go-back-N need packet level".into());
+            return Some("fabric.rocev2.pfc = false: flow level models lossless fabrics; drops and their recovery (go-back-N, selective repeat) need packet level".into());
         }
     }
     None

@@ -293,6 +293,12 @@ impl Simulation {
         self.ports[port.index()].queued[DATA]
     }
 
+    /// Data bytes at a port's egress ready to leave and waiting: the queue a switch
+    /// reports (and HPCC's INT stamps), without the packets still inside its latency.
+    pub fn waiting_data(&self, port: PortId) -> u64 {
+        self.waiting(port, DATA, self.state.queue.now())
+    }
+
     /// Every DCQCN rate cut and, every `rate_sample`, each active flow's pacing rate and
     /// sent rate, in time order.
     pub fn rate_samples(&self) -> &[RateSample] {

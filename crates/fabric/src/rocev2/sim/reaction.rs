@@ -173,25 +173,28 @@ impl Simulation {
             return;
         }
         let p = &self.ports[port.index()];
-        // The egress queue as the switch counts it: packets ready to leave, not those
-        // still crossing the switch (its latency), whose bytes would read as a standing
-        // queue of latency x rate. Ready times rise along each FIFO, so the walk stops at
-        // the first packet not ready; HPCC keeps these queues short.
-        let ready = |q| {
-            (self.frames.iter_timed(q))
-                .take_while(|(ready, _)| *ready <= now)
-                .map(|(_, f)| f.packet().wire as u64)
-                .sum::<u64>()
-        };
         let hop = IntHop {
             time: now,
             tx_bytes: p.tx_bytes,
-            qlen: ready(&p.queues[DATA]) + ready(&p.queues[CONTROL]),
+            qlen: self.waiting(port, DATA, now) + self.waiting(port, CONTROL, now),
             rate: p.link.rate,
         };
         let t = self.telemetry_at(slot);
         t.switches = t.switches.saturating_add(1);
         t.int.push(hop);
+    }
+
+    /// Bytes of `class` waiting at egress `port` as the switch counts its queue: packets
+    /// ready to leave, not those still crossing the switch (its latency), whose bytes
+    /// would read as a standing queue of latency x rate. Ready times rise along each FIFO,
+    /// so the walk stops at the first packet not ready (HPCC keeps these queues short).
+    pub(super) fn waiting(&self, port: PortId, class: usize, now: Time) -> u64 {
+        (self
+            .frames
+            .iter_timed(&self.ports[port.index()].queues[class]))
+        .take_while(|(ready, _)| *ready <= now)
+        .map(|(_, f)| f.packet().wire as u64)
+        .sum()
     }
 
     /// The telemetry of the packet in `slot` (grown with the pool).
