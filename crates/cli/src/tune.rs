@@ -23,9 +23,14 @@ pub(crate) struct TuneArgs {
     /// The most PFC paused time over all ports a trial may have (e.g. 100us).
     #[arg(long)]
     max_paused: Option<String>,
-    /// The congestion control searched: DCQCN's settings, none (PFC only), or either.
-    #[arg(long, default_value = "any", value_parser = ["any", "dcqcn", "none"])]
+    /// The congestion control searched: DCQCN's settings, none (PFC only), HPCC, Swift,
+    /// TIMELY, or any of them.
+    #[arg(long, default_value = "any", value_parser = ["any", "dcqcn", "none", "hpcc", "swift", "timely"])]
     congestion_control: String,
+    /// The loss recovery searched: go-back-n (with PFC), selective-repeat (IRN, without
+    /// PFC), or either.
+    #[arg(long, default_value = "any", value_parser = ["any", "go-back-n", "selective-repeat"])]
+    loss_recovery: String,
     /// Trials run at once (default: every idle core).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     threads: Option<u32>,
@@ -71,6 +76,8 @@ pub(crate) fn run(a: TuneArgs) -> Result<Completion, Failure> {
         a.objective.clone(),
         "--congestion-control".into(),
         a.congestion_control.clone(),
+        "--loss-recovery".into(),
+        a.loss_recovery.clone(),
     ];
     if let Some(m) = &a.max_paused {
         command.extend(["--max-paused".into(), m.clone()]);
@@ -103,11 +110,8 @@ pub(crate) fn run(a: TuneArgs) -> Result<Completion, Failure> {
         objective: Objective::parse(&a.objective).expect("clap checked it"),
         max_paused_ns,
         threads,
-        dcqcn: match a.congestion_control.as_str() {
-            "dcqcn" => Some(true),
-            "none" => Some(false),
-            _ => None,
-        },
+        congestion_control: (a.congestion_control != "any").then(|| a.congestion_control.clone()),
+        loss_recovery: (a.loss_recovery != "any").then(|| a.loss_recovery.clone()),
         slurm,
     };
     let cat = catalog(a.catalog.as_ref())?;

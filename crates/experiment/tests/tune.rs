@@ -29,7 +29,8 @@ fn spec(dir: &Path, budget: usize, dcqcn: Option<bool>) -> TuneSpec {
         objective: Objective::Goodput,
         max_paused_ns: None,
         threads: 2,
-        dcqcn,
+        congestion_control: dcqcn.map(|d| if d { "dcqcn" } else { "none" }.to_string()),
+        loss_recovery: dcqcn.map(|_| "go-back-n".to_string()),
         slurm: None,
     }
 }
@@ -305,7 +306,8 @@ fn tuning_lowers_websearch_p99_slowdown_against_the_hpcc_settings_on_three_seeds
         objective: Objective::P99Fct,
         max_paused_ns: None,
         threads: 2,
-        dcqcn: None,
+        congestion_control: None,
+        loss_recovery: None,
         slurm: None,
     };
     let t = tune::tune(&spec, &Catalog::builtin()).unwrap();

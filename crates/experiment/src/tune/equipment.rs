@@ -134,6 +134,13 @@ pub fn mlnx_qos(r: &RoceConfig) -> String {
     let np = "/sys/class/net/$DEV/ecn/roce_np";
     match &r.dcqcn {
         None => {
+            if let Some(cc) = &r.ack_cc {
+                let _ = writeln!(
+                    s,
+                    "# {}: not a ConnectX sysfs setting (NICs run it as programmable congestion control, set by the vendor's tools); DCQCN is turned off here",
+                    cc.name().to_uppercase()
+                );
+            }
             let _ = writeln!(s, "echo 0 > {rp}/enable/{p}");
             let _ = writeln!(s, "echo 0 > {np}/enable/{p}");
         }

@@ -87,9 +87,12 @@ pub struct TuneSpec {
     /// The most PFC paused time, summed over ports, a feasible trial may have (ns).
     pub max_paused_ns: Option<u64>,
     pub threads: usize,
-    /// `Some(true)`: search DCQCN's settings only; `Some(false)`: PFC without
-    /// congestion control only; `None`: either.
-    pub dcqcn: Option<bool>,
+    /// The one congestion control searched (a name of [`space::CONGESTION_CONTROLS`]),
+    /// or `None`: any of them.
+    pub congestion_control: Option<String>,
+    /// The one loss recovery searched ("go-back-n" with PFC, "selective-repeat"
+    /// without), or `None`: either.
+    pub loss_recovery: Option<String>,
     /// Trials run as Slurm job arrays (one per batch, waited for) instead of here.
     pub slurm: Option<SlurmRun>,
 }
@@ -103,12 +106,16 @@ pub struct SlurmRun {
 }
 
 impl TuneSpec {
-    /// `x` with the congestion control fixed where the spec fixes it.
+    /// `x` with the congestion control and loss recovery fixed where the spec fixes them.
     fn fix(&self, mut x: Vec<f64>) -> Vec<f64> {
-        match self.dcqcn {
-            Some(true) => x[0] = 0.25,
-            Some(false) => x[0] = 0.75,
-            None => {}
+        if let Some(u) = (self.congestion_control.as_deref()).and_then(space::congestion_control_at)
+        {
+            x[0] = u;
+        }
+        match self.loss_recovery.as_deref() {
+            Some("go-back-n") => x[space::KNOBS.len() - 1] = 0.25,
+            Some("selective-repeat") => x[space::KNOBS.len() - 1] = 0.75,
+            _ => {}
         }
         x
     }
@@ -642,7 +649,8 @@ fn manifest(text: &str, spec: &TuneSpec) -> String {
         "objective": spec.objective.name(),
         "budget": spec.budget,
         "max_paused_ns": spec.max_paused_ns,
-        "dcqcn": spec.dcqcn,
+        "congestion_control": spec.congestion_control,
+        "loss_recovery": spec.loss_recovery,
     });
     serde_json::to_string_pretty(&v).expect("serialises") + "\n"
 }
@@ -752,7 +760,8 @@ pub fn for_compare(
         objective: Objective::JobTime,
         max_paused_ns: None,
         threads,
-        dcqcn: None,
+        congestion_control: None,
+        loss_recovery: None,
         slurm: None,
     };
     let result = (|| {

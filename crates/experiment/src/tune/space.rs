@@ -35,17 +35,34 @@ pub struct Knob {
 
 const DOCA: &str = "NVIDIA DOCA \"DCQCN CC Parameters\" names the firmware parameter; the range is unverified (values a ConnectX accepts, as fabricsim assumes)";
 
-/// The settings searched. `congestion_control` is first: below one half of its
-/// interval DCQCN runs, above it none does (PFC only, as Meta ran at 400G), and the
-/// DCQCN settings are then left out.
-pub const KNOBS: [Knob; 15] = [
+/// The congestion controls searched, each an equal share of the first coordinate's
+/// interval in this order.
+pub const CONGESTION_CONTROLS: [&str; 5] = ["dcqcn", "none", "hpcc", "swift", "timely"];
+
+/// The congestion control at `u` of the first coordinate.
+pub fn congestion_control(u: f64) -> &'static str {
+    let n = CONGESTION_CONTROLS.len();
+    CONGESTION_CONTROLS[((u * n as f64) as usize).min(n - 1)]
+}
+
+/// The middle of `name`'s share of the first coordinate (where a tune fixed to it sits).
+pub fn congestion_control_at(name: &str) -> Option<f64> {
+    let i = CONGESTION_CONTROLS.iter().position(|c| *c == name)?;
+    Some((i as f64 + 0.5) / CONGESTION_CONTROLS.len() as f64)
+}
+
+/// The settings searched. `congestion_control` is first: DCQCN, none (PFC only, as Meta
+/// ran at 400G), HPCC, Swift or TIMELY; the DCQCN settings are left out unless DCQCN
+/// runs. The last is loss recovery: below one half RoCE's lossless go-back-N (PFC on),
+/// above it lossy selective repeat (IRN, PFC off).
+pub const KNOBS: [Knob; 16] = [
     Knob {
         key: "fabric.rocev2.congestion_control",
         low: 0.0,
         high: 1.0,
         log: false,
         unit: Unit::Plain,
-        source: "dcqcn or none (docs/REFERENCE.md 8b: Meta ran DCQCN off at 400G)",
+        source: "dcqcn, none, hpcc, swift or timely (docs/REFERENCE.md 4 and 8b: Meta ran DCQCN off at 400G)",
     },
     Knob {
         key: "fabric.rocev2.ecn.kmin",
@@ -159,7 +176,18 @@ pub const KNOBS: [Knob; 15] = [
         unit: Unit::Ns,
         source: DOCA,
     },
+    Knob {
+        key: "fabric.rocev2.loss_recovery",
+        low: 0.0,
+        high: 1.0,
+        log: false,
+        unit: Unit::Plain,
+        source: "go-back-n with PFC, or selective-repeat without (IRN, Mittal et al. 2018: lossy with selective repeat beat lossless RoCE)",
+    },
 ];
+
+/// The knob of loss recovery (the last).
+const LOSS: usize = KNOBS.len() - 1;
 
 /// The DCQCN keys a scenario may hold, dropped when a trial runs without DCQCN.
 const DCQCN_KEYS: [&str; 12] = [
@@ -175,6 +203,16 @@ const DCQCN_KEYS: [&str; 12] = [
     "rate_decrease_period",
     "cnp_interval",
     "congestion_control",
+];
+
+/// The keys of HPCC, Swift and TIMELY, dropped when a trial runs another algorithm.
+const ACK_CC_KEYS: [&str; 6] = [
+    "hpcc_eta",
+    "hpcc_max_stage",
+    "hpcc_rate_ai",
+    "swift_base_target",
+    "timely_t_low",
+    "timely_t_high",
 ];
 
 impl Knob {
@@ -211,7 +249,10 @@ impl Knob {
 /// A setting's range as the report shows it.
 pub fn range_text(k: &Knob) -> String {
     if k.key == KNOBS[0].key {
-        return "dcqcn or none".into();
+        return CONGESTION_CONTROLS.join(", ");
+    }
+    if k.key == KNOBS[LOSS].key {
+        return "go-back-n with PFC, or selective-repeat without".into();
     }
     let show = |v: f64| match k.unit {
         Unit::Mbps => format!("{} Mb/s", crate::decision::tick(&v)),
@@ -228,16 +269,14 @@ pub fn range_text(k: &Knob) -> String {
     )
 }
 
-/// The scenario keys point `x` sets: without DCQCN (the first coordinate at one half or
-/// above) only the buffer and ECN settings and `congestion_control = "none"`.
+/// The scenario keys point `x` sets: the congestion control, then the buffer and ECN
+/// settings, DCQCN's only if it runs, and loss recovery with PFC.
 pub fn parameters(x: &[f64]) -> Vec<(String, String)> {
-    let dcqcn = x[0] < 0.5;
-    let mut v = vec![(
-        KNOBS[0].key.to_string(),
-        if dcqcn { "dcqcn" } else { "none" }.to_string(),
-    )];
+    let cc = congestion_control(x[0]);
+    let dcqcn = cc == "dcqcn";
+    let mut v = vec![(KNOBS[0].key.to_string(), cc.to_string())];
     let kmin = KNOBS[1].value(x[1]);
-    for (k, &u) in KNOBS.iter().zip(x).skip(1) {
+    for (k, &u) in KNOBS.iter().zip(x).skip(1).take(LOSS - 1) {
         if !dcqcn && k.key.starts_with("fabric.rocev2.") && is_dcqcn(k.key) {
             continue;
         }
@@ -248,6 +287,17 @@ pub fn parameters(x: &[f64]) -> Vec<(String, String)> {
         };
         v.push((k.key.to_string(), k.write(value)));
     }
+    let lossy = x[LOSS] >= 0.5;
+    v.push(("fabric.rocev2.pfc".into(), (!lossy).to_string()));
+    v.push((
+        KNOBS[LOSS].key.into(),
+        if lossy {
+            "selective-repeat"
+        } else {
+            "go-back-n"
+        }
+        .into(),
+    ));
     v
 }
 
@@ -258,25 +308,28 @@ fn is_dcqcn(key: &str) -> bool {
 }
 
 /// Sets `parameters` in the scenario `doc`; without DCQCN, first removes the DCQCN keys
-/// the scenario holds (they would do nothing, and the scenario refuses them).
+/// the scenario holds (they would do nothing, and the scenario refuses them), and with
+/// another algorithm its keys too.
 pub fn apply(doc: &mut toml::Table, parameters: &[(String, String)]) -> Result<(), String> {
-    let none = parameters
+    let other = parameters
         .iter()
-        .any(|(k, v)| k == KNOBS[0].key && v == "none");
-    if none {
+        .any(|(k, v)| k == KNOBS[0].key && v != "dcqcn");
+    if other {
         if let Some(toml::Value::Table(roce)) = doc
             .get_mut("fabric")
             .and_then(|f| f.as_table_mut())
             .and_then(|f| f.get_mut("rocev2"))
         {
-            for k in DCQCN_KEYS {
-                roce.remove(k);
+            for k in DCQCN_KEYS.iter().chain(&ACK_CC_KEYS) {
+                roce.remove(*k);
             }
         }
     }
     for (k, v) in parameters {
         let value = match k.as_str() {
-            "fabric.rocev2.congestion_control" => toml::Value::String(v.clone()),
+            "fabric.rocev2.congestion_control" | "fabric.rocev2.loss_recovery" => {
+                toml::Value::String(v.clone())
+            }
             _ => sweep::toml_value(v),
         };
         sweep::set_key(doc, k, value)?;
@@ -312,7 +365,7 @@ pub fn scale_load(doc: &mut toml::Table, factor: f64) -> Result<(), String> {
 /// setting, each coordinate shifted by a seeded offset (Cranley-Patterson rotation), so
 /// a seed gives its own well-spread start.
 pub fn halton(n: usize, seed: u64) -> Vec<Vec<f64>> {
-    const PRIMES: [u64; 15] = [2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47];
+    const PRIMES: [u64; KNOBS.len()] = [2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53];
     use rand::{Rng, SeedableRng};
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x7475_6e65); // "tune"
     let shift: Vec<f64> = PRIMES.iter().map(|_| rng.gen::<f64>()).collect();
@@ -362,15 +415,31 @@ mod tests {
 
     #[test]
     fn a_point_sets_the_keys_in_their_ranges() {
-        let p = parameters(&[0.0; 15]);
+        let p = parameters(&[0.0; KNOBS.len()]);
         assert_eq!(
             p[0],
             ("fabric.rocev2.congestion_control".into(), "dcqcn".into())
         );
         assert!(p.contains(&("fabric.rocev2.rate_ai".into(), "1Mbps".into())));
         assert!(p.contains(&("fabric.rocev2.ecn.kmin".into(), "5000".into())));
-        let p = parameters(&[1.0; 15]);
+        assert!(p.contains(&("fabric.rocev2.loss_recovery".into(), "go-back-n".into())));
+        assert!(p.contains(&("fabric.rocev2.pfc".into(), "true".into())));
+        let p = parameters(&[0.3; KNOBS.len()]);
         assert_eq!(p[0].1, "none");
+        let p = parameters(&[1.0; KNOBS.len()]);
+        assert_eq!(p[0].1, "timely");
+        assert!(p.contains(&(
+            "fabric.rocev2.loss_recovery".into(),
+            "selective-repeat".into()
+        )));
+        assert!(p.contains(&("fabric.rocev2.pfc".into(), "false".into())));
+        for (i, cc) in CONGESTION_CONTROLS.iter().enumerate() {
+            assert_eq!(
+                congestion_control(congestion_control_at(cc).unwrap()),
+                *cc,
+                "{i}"
+            );
+        }
         assert!(
             !p.iter().any(|(k, _)| k.ends_with("rate_ai")),
             "no DCQCN keys without DCQCN"
