@@ -331,3 +331,24 @@ fn tuning_lowers_websearch_p99_slowdown_against_the_hpcc_settings_on_three_seeds
         assert_eq!(r.figures.as_ref().unwrap().drops, 0);
     }
 }
+
+/// The search space holds HPCC and lossy selective repeat: a tune fixed to them writes
+/// them (and no DCQCN key) in tuned.toml, and its trials lose nothing for good.
+#[test]
+fn a_tune_can_choose_hpcc_without_pfc() {
+    let d = scratch("hpcc-lossy");
+    let mut s = spec(&d, 8, None);
+    s.congestion_control = Some("hpcc".into());
+    s.loss_recovery = Some("selective-repeat".into());
+    let t = tune::tune(&s, &Catalog::builtin()).unwrap();
+    let tuned = std::fs::read_to_string(d.join("out/tuned.toml")).unwrap();
+    assert!(tuned.contains("congestion_control = \"hpcc\""), "{tuned}");
+    assert!(
+        tuned.contains("loss_recovery = \"selective-repeat\""),
+        "{tuned}"
+    );
+    assert!(tuned.contains("pfc = false"), "{tuned}");
+    assert!(!tuned.contains("dcqcn_preset"), "no DCQCN key under HPCC");
+    let f = t.best.figures.as_ref().unwrap();
+    assert!(f.completed, "every byte delivered without PFC");
+}

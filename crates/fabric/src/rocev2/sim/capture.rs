@@ -33,8 +33,15 @@ impl Simulation {
             }
             Frame::Packet(pkt) if host.is_some() && filter.wants(Some(pkt.flow), out.len()) => {
                 let bytes = self.repr(pkt).emit();
+                // HPCC's INT header takes link time but is not written (`--pcap` refuses
+                // HPCC; a capture inside a test still records the rest).
+                let int = if pkt.kind == Kind::Cnp {
+                    0
+                } else {
+                    self.int_bytes()
+                };
                 debug_assert_eq!(
-                    bytes.len() + roce::FCS_LEN + roce::PREAMBLE_IFG_LEN,
+                    bytes.len() + roce::FCS_LEN + roce::PREAMBLE_IFG_LEN + int as usize,
                     pkt.wire as usize
                 );
                 bytes
@@ -105,7 +112,12 @@ impl Simulation {
             }),
             aeth,
             cnp: pkt.kind == Kind::Cnp,
-            payload_len: pkt.payload.into(),
+            // A Sack keeps its reported offset in `payload`; it carries no data.
+            payload_len: if pkt.kind == Kind::Data {
+                pkt.payload.into()
+            } else {
+                0
+            },
         }
     }
 }
