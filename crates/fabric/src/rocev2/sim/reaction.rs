@@ -252,11 +252,11 @@ impl Simulation {
 
     /// A retransmission timeout: Swift collapses its window.
     pub(super) fn on_timeout_feedback(&mut self, fid: u32, now: Time) {
-        let p = self.reaction.as_ref().and_then(|r| r.swift.clone());
+        let p = self.reaction.as_ref().and_then(|r| r.swift.as_ref());
         if let (Some(AckControl::Swift { cc, .. }), Some(p)) =
             (self.state.flows[fid as usize].cc.as_deref_mut(), p)
         {
-            cc.on_timeout(now, &p);
+            cc.on_timeout(now, p);
         }
     }
 
