@@ -191,14 +191,7 @@ impl<T, N: NextTime> Pool<T, N> {
 
     /// The items of `q`, oldest first.
     pub fn iter<'a>(&'a self, q: &Fifo) -> impl Iterator<Item = &'a T> + 'a {
-        let mut i = q.head;
-        std::iter::from_fn(move || {
-            (i != NIL).then(|| {
-                let e = &self.entries[i as usize];
-                i = e.next;
-                &e.item
-            })
-        })
+        self.iter_timed(q).map(|(_, item)| item)
     }
 
     /// The items of `q` with the times they were pushed with, oldest first.

@@ -57,6 +57,22 @@ pub(crate) struct Flow {
 
 driver::tracked_by_fields!(Flow);
 
+impl Flow {
+    /// The rate the flow is paced at on a NIC of `line` rate: DCQCN's (its timers
+    /// brought up to `now`), HPCC's, Swift's or TIMELY's, or the line rate without
+    /// congestion control.
+    pub(super) fn rate(&mut self, cfg: &RoceConfig, line: BitRate, now: Time) -> BitRate {
+        match (&cfg.dcqcn, self.cc.as_deref()) {
+            (Some(d), _) => {
+                self.rp.advance(now, &d.params);
+                self.rp.rate().min(line)
+            }
+            (None, Some(c)) => c.rate(line, self.last_wire).min(line),
+            (None, None) => line,
+        }
+    }
+}
+
 impl Simulation {
     pub(super) fn on_timeout(&mut self, flow: u32, now: Time) {
         let f = &mut self.state.flows[flow as usize];
@@ -102,19 +118,12 @@ impl Simulation {
     }
 
     /// Pacing of `flow` on a NIC port of `line` rate: its next packet may start one
-    /// serialisation time of its last packet, at the current DCQCN (or HPCC, Swift,
-    /// TIMELY) rate, after that packet started. Returns when, and when to look again if that is later than `now` (the
-    /// rate rises at the reaction point's next timer, so the wait may shorten).
+    /// serialisation time of its last packet, at its current rate ([`Flow::rate`]), after
+    /// that packet started. Returns when, and when to look again if that is later than
+    /// `now` (the rate rises at the reaction point's next timer, so the wait may shorten).
     pub(super) fn pacing(&mut self, flow: u32, line: BitRate, now: Time) -> (Time, Time) {
         let f = &mut self.state.flows[flow as usize];
-        let rate = match (&self.cfg.dcqcn, f.cc.as_deref()) {
-            (Some(d), _) => {
-                f.rp.advance(now, &d.params);
-                f.rp.rate().min(line)
-            }
-            (None, Some(c)) => c.rate(line, f.last_wire).min(line),
-            (None, None) => line,
-        };
+        let rate = f.rate(&self.cfg, line, now);
         let allowed = f.last_tx + rate.serialization(f.last_wire as u64);
         let look = f.rp.next_increase().map_or(allowed, |t| t.min(allowed));
         (allowed, look)

@@ -39,14 +39,7 @@ impl Simulation {
         for &i in &self.on_nic {
             let f = &mut self.state.flows[i as usize];
             let line = self.topo.port(self.topo.host_port(f.msg.src)).rate;
-            let rate = match (&self.cfg.dcqcn, f.cc.as_deref()) {
-                (Some(d), _) => {
-                    f.rp.advance(now, &d.params);
-                    f.rp.rate().min(line)
-                }
-                (None, Some(c)) => c.rate(line, f.last_wire).min(line),
-                (None, None) => line,
-            };
+            let rate = f.rate(&self.cfg, line, now);
             let bits = (f.life.sent_bytes - f.sampled_bytes) as u128 * 8 * 1_000_000_000_000;
             f.sampled_bytes = f.life.sent_bytes;
             self.rates.push(RateSample {
