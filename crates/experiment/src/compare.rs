@@ -4,7 +4,7 @@
 
 use crate::decision::uncertainty::{self, Surface};
 use crate::decision::{self, Design, NetworkCost, Recommendation, Tuning};
-use crate::results::Summary;
+use crate::results::{Percentiles, Summary};
 use crate::runner::{self, Outcome};
 use crate::scenario::Scenario;
 use serde::Serialize;
@@ -317,13 +317,32 @@ fn workload_rows(c: &Comparison) -> Vec<Row> {
         ));
     }
     for (i, (x, y)) in a.training.iter().zip(&b.training).enumerate() {
-        let n = format!("training #{i}");
+        let n = match &x.job {
+            Some(job) => format!("training #{i} (job {job})"),
+            None => format!("training #{i}"),
+        };
         rows.push((
             format!("{n} iteration (ms)"),
             or0(x.iteration_time_ns) / 1e6,
             or0(y.iteration_time_ns) / 1e6,
             true,
         ));
+        // Jitter: iteration to iteration, and over ranks, beside the mean.
+        let ms = |p: &Option<Percentiles>, k: usize| {
+            p.as_ref()
+                .map_or(f64::NAN, |p| [p.p50, p.p99, p.max][k] as f64 / 1e6)
+        };
+        for (k, what) in ["iteration p50", "iteration p99", "iteration max"]
+            .iter()
+            .enumerate()
+        {
+            let (u, v) = (&x.iteration_percentiles_ns, &y.iteration_percentiles_ns);
+            rows.push((format!("{n} {what} (ms)"), ms(u, k), ms(v, k), true));
+        }
+        for (k, what) in [(1, "rank iteration p99"), (2, "rank iteration max")] {
+            let (u, v) = (&x.iteration_spread_ns, &y.iteration_spread_ns);
+            rows.push((format!("{n} {what} (ms)"), ms(u, k), ms(v, k), true));
+        }
         rows.push((
             format!("{n} compute (ms)"),
             x.compute_ns / 1e6,
@@ -359,6 +378,25 @@ fn workload_rows(c: &Comparison) -> Vec<Row> {
             usd(0, x.extra_job_seconds_per_us_per_exchange),
             usd(1, y.extra_job_seconds_per_us_per_exchange),
             false,
+        ));
+    }
+    for (x, y) in a.jobs.iter().zip(&b.jobs) {
+        let n = format!(
+            "job {} ({} GPUs {} over {} leaves)",
+            x.job, x.gpus, x.placement, x.leaves
+        );
+        let ms = |v: Option<u64>| v.map_or(f64::NAN, |v| v as f64 / 1e6);
+        rows.push((
+            format!("{n} makespan (ms)"),
+            ms(x.makespan_ns),
+            ms(y.makespan_ns),
+            true,
+        ));
+        rows.push((
+            format!("{n} FCT p99 (us)"),
+            x.fct_ns.p99 as f64 / 1e3,
+            y.fct_ns.p99 as f64 / 1e3,
+            true,
         ));
     }
     if let (Some(x), Some(y)) = (&a.data_path, &b.data_path) {
@@ -536,18 +574,20 @@ pub fn table(c: &Comparison) -> String {
             );
         }
     }
+    let rows = rows_with_wall_time(c);
+    let w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0).max(36);
     let _ = writeln!(
         s,
-        "\n{:<36}{:>16}{:>16}{:>12}",
+        "\n{:<w$}{:>16}{:>16}{:>12}",
         "", "infiniband", "rocev2", "rocev2/ib"
     );
-    for (name, a, b, ratio) in rows_with_wall_time(c) {
+    for (name, a, b, ratio) in rows {
         let r = if ratio && a > 0.0 && b.is_finite() {
             format!("{:.3}", b / a)
         } else {
             String::new()
         };
-        let _ = writeln!(s, "{name:<36}{:>16}{:>16}{r:>12}", num(a), num(b));
+        let _ = writeln!(s, "{name:<w$}{:>16}{:>16}{r:>12}", num(a), num(b));
     }
     for run in &c.runs {
         if let Some(d) = &run.summary.deadlock {

@@ -19,6 +19,8 @@ pub struct Outcome {
     pub collectives: Vec<(Collective, Range<u32>)>,
     /// The training jobs run, each with its iterations' ranges of messages.
     pub trainings: Vec<(Training, Vec<Range<u32>>)>,
+    /// Each traffic entry's messages (flows), in entry order.
+    pub entries: Vec<Range<u32>>,
     /// Messages sent along host data paths, with their stages.
     pub data_paths: Vec<PathedMessage>,
     /// Whether the run was simulated at flow level.

@@ -7,7 +7,7 @@ use crate::scenario::{FabricKind, Scenario};
 use fabricsim_core::units::Time;
 use fabricsim_fabric::report::{Deadlock, FlowResult, RunReport};
 use fabricsim_fabric::rocev2::RateSample;
-use fabricsim_fabric::workload::Training;
+use fabricsim_fabric::workload::{Traffic, Training};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::ops::Range;
@@ -80,6 +80,9 @@ pub struct Summary {
     pub collectives: Vec<CollectiveResult>,
     /// Every training job.
     pub training: Vec<TrainingResult>,
+    /// With `[[job]]`: each job's placement and its own flows' figures.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<JobResult>,
     /// Messages on host data paths: their latency and its stages; null without `[host]`.
     pub data_path: Option<DataPathSummary>,
     /// At flow level, where the result leaves the range calibrated against packet level.
@@ -183,6 +186,9 @@ pub fn data_path_summary(out: &Outcome) -> Option<DataPathSummary> {
 /// and the whole job projected from the steady iteration.
 #[derive(Serialize, Debug, Clone, PartialEq)]
 pub struct TrainingResult {
+    /// The `[[job]]` the training entry belongs to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
     pub ranks: u32,
     pub gradient_bytes: u64,
     pub buckets: u32,
@@ -193,6 +199,10 @@ pub struct TrainingResult {
     /// one's), over every rank and the steady iterations (all of them if there is only
     /// one): the spread over ranks and iterations; null if a message is unfinished.
     pub iteration_spread_ns: Option<Percentiles>,
+    /// The job's iteration times (first to last rank) over the steady iterations (all of
+    /// them if there is only one): the jitter from iteration to iteration; null if a
+    /// message is unfinished.
+    pub iteration_percentiles_ns: Option<Percentiles>,
     pub iteration_time_ns: Option<f64>,
     pub compute_ns: f64,
     pub exposed_communication_ns: Option<f64>,
@@ -252,7 +262,22 @@ pub fn training_results(out: &Outcome) -> Vec<TrainingResult> {
                     max: times.last().copied().unwrap_or(0),
                 }
             });
+            let iteration_percentiles_ns = iteration.map(|_| {
+                let pool = if steady.is_empty() {
+                    &iteration_ns[..]
+                } else {
+                    &iteration_ns[1..]
+                };
+                let mut v: Vec<u64> = pool.iter().flatten().map(|&x| x.round() as u64).collect();
+                v.sort_unstable();
+                Percentiles {
+                    p50: percentile(&v, 50.0),
+                    p99: percentile(&v, 99.0),
+                    max: v.last().copied().unwrap_or(0),
+                }
+            });
             TrainingResult {
+                job: None,
                 ranks: t.ranks.len() as u32,
                 gradient_bytes: t.gradient,
                 buckets: t.buckets,
@@ -260,6 +285,7 @@ pub fn training_results(out: &Outcome) -> Vec<TrainingResult> {
                 overlap: t.overlap,
                 iteration_ns,
                 iteration_spread_ns,
+                iteration_percentiles_ns,
                 iteration_time_ns: iteration,
                 compute_ns,
                 exposed_communication_ns: iteration.map(|i| i - compute_ns),
@@ -521,12 +547,96 @@ pub fn summary(scenario: &Scenario, out: &Outcome) -> Summary {
         watchdog_trips: r.watchdog_trips,
         link_load: LinkLoad::of(&r.ports),
         collectives: collective_results(out),
-        training: training_results(out),
+        training: training_of_jobs(scenario, training_results(out)),
+        jobs: job_results(scenario, out),
         data_path: data_path_summary(out),
         flow_level_notes: out.flow_notes.clone(),
         deadlock: r.deadlock.as_ref().map(DeadlockSummary::from),
         pfc_cycles: r.pfc_cycles.iter().map(DeadlockSummary::from).collect(),
     }
+}
+
+/// A `[[job]]`'s placement and what its traffic entries' messages did.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct JobResult {
+    pub job: String,
+    pub placement: &'static str,
+    pub gpus: u32,
+    /// Distinct leaves its servers hang from.
+    pub leaves: u32,
+    pub flows: FlowCounts,
+    /// Its messages' completion times (every message, NVLink included).
+    pub fct_ns: Percentiles,
+    /// From its first message's start to its last completion; null if one is unfinished.
+    pub makespan_ns: Option<u64>,
+}
+
+/// Each training result named with the job its entry belongs to (training entries are
+/// expanded in entry order).
+fn training_of_jobs(scenario: &Scenario, mut training: Vec<TrainingResult>) -> Vec<TrainingResult> {
+    let owners = scenario
+        .traffic
+        .iter()
+        .zip(&scenario.traffic_jobs)
+        .filter(|(t, _)| matches!(t, Traffic::Training(_)))
+        .map(|(_, owner)| owner.map(|j| scenario.jobs[j].name.clone()));
+    for (r, owner) in training.iter_mut().zip(owners) {
+        r.job = owner;
+    }
+    training
+}
+
+/// Every `[[job]]`'s figures, from the messages of the traffic entries it owns.
+fn job_results(scenario: &Scenario, out: &Outcome) -> Vec<JobResult> {
+    scenario
+        .jobs
+        .iter()
+        .enumerate()
+        .map(|(j, job)| {
+            let flows: Vec<&FlowResult> = out
+                .entries
+                .iter()
+                .zip(&scenario.traffic_jobs)
+                .filter(|(_, owner)| **owner == Some(j))
+                .flat_map(|(r, _)| &out.report.flows[r.start as usize..r.end as usize])
+                .collect();
+            let mut fcts: Vec<(u64, u64)> = flows
+                .iter()
+                .filter_map(|f| {
+                    let fct = f.piece_fct.or(f.finish.map(|t| t - f.start))?;
+                    Some((fct.ns(), f.pieces))
+                })
+                .collect();
+            fcts.sort_unstable();
+            let finished = flows.iter().all(|f| f.finish.is_some());
+            let first = flows.iter().map(|f| f.start).min();
+            let last = flows.iter().filter_map(|f| f.finish).max();
+            JobResult {
+                job: job.name.clone(),
+                placement: job.placement.name(),
+                gpus: job.hosts.len() as u32,
+                leaves: job.leaves,
+                flows: FlowCounts {
+                    count: flows.iter().map(|f| f.pieces as usize).sum(),
+                    completed: flows
+                        .iter()
+                        .filter(|f| f.finish.is_some())
+                        .map(|f| f.pieces as usize)
+                        .sum(),
+                    bytes: flows.iter().map(|f| f.bytes).sum(),
+                },
+                fct_ns: Percentiles {
+                    p50: weighted_percentile(&fcts, 50.0),
+                    p99: weighted_percentile(&fcts, 99.0),
+                    max: fcts.last().map_or(0, |f| f.0),
+                },
+                makespan_ns: first
+                    .zip(last)
+                    .filter(|_| finished)
+                    .map(|(a, b)| (b - a).ns()),
+            }
+        })
+        .collect()
 }
 
 /// flows.csv: `flow_id,src,dst,bytes,start_ns,finish_ns,fct_ns,slowdown`; unfinished

@@ -35,8 +35,20 @@ pub fn rows(c: &Comparison) -> Vec<(String, String)> {
             ),
         ));
     }
-    for (i, t) in s.traffic.iter().enumerate() {
-        rows.push((format!("workload #{i}"), traffic(t)));
+    for j in &s.jobs {
+        rows.push((
+            format!("job \"{}\"", j.name),
+            format!(
+                "{} GPUs placed {} over {} leaves (the same hosts on every fabric)",
+                thousands(j.hosts.len() as f64),
+                j.placement.name(),
+                j.leaves
+            ),
+        ));
+    }
+    for (i, (t, owner)) in s.traffic.iter().zip(&s.traffic_jobs).enumerate() {
+        let of = owner.map_or(String::new(), |j| format!(" of job \"{}\"", s.jobs[j].name));
+        rows.push((format!("workload #{i}{of}"), traffic(t)));
     }
     let g = gpu(s);
     let k = &s.cost;
@@ -158,6 +170,13 @@ fn traffic(t: &Traffic) -> String {
             "Chakra traces from {}, {} ranks",
             job.source,
             job.ranks.len()
+        ),
+        Traffic::Background(b) => format!(
+            "{} background at {:.0} % load over {} hosts for {}",
+            b.distribution.name(),
+            b.load * 100.0,
+            b.hosts.len(),
+            b.duration
         ),
     }
 }

@@ -11,6 +11,7 @@ mod host;
 mod infiniband;
 mod nccl;
 mod pathologies;
+mod placement;
 pub mod ranges;
 mod reader;
 mod rocev2;
@@ -22,6 +23,7 @@ pub use cluster::{describe as describe_design, ClusterDesigns, Hardware, Optics}
 pub use cost::{CompareSettings, CostRanges, CostSettings, SettingRange};
 pub use fabric::FabricKind;
 pub use nccl::NcclSettings;
+pub use placement::{Job, Placement};
 pub(crate) use simulation::packets_only;
 pub use simulation::{flow_unmodelled, Auto, Level, DEFAULT_BUDGET};
 pub use topology::TopologySpec;
@@ -63,6 +65,8 @@ struct FileRoot {
     topology: Option<topology::FileTopology>,
     #[serde(default)]
     traffic: Vec<traffic::FileTraffic>,
+    #[serde(default)]
+    job: Vec<placement::FileJob>,
     host: Option<host::FileHost>,
     cluster: Option<cluster::FileCluster>,
     cost: Option<cost::FileCost>,
@@ -94,6 +98,10 @@ pub struct Scenario {
     /// The hosts' data paths; None: RDMA straight from memory, no host stages.
     pub host: Option<HostConfig>,
     pub traffic: Vec<Traffic>,
+    /// `[[job]]`: the jobs and the hosts each was placed on (empty: one workload).
+    pub jobs: Vec<Job>,
+    /// For each traffic entry, the index in `jobs` of the job that owns it.
+    pub traffic_jobs: Vec<Option<usize>>,
     /// The hardware the network is built and costed with (`[cluster]`).
     pub hardware: Hardware,
     pub cost: CostSettings,
@@ -303,7 +311,26 @@ impl Scenario {
             nccl = nccl.for_designed_cluster();
             infiniband::route_designs_adaptively(&root.fabric.infiniband, &mut ib);
         }
+        let seed = match root.seed {
+            Some(s) if s < 0 => return Err(invalid(format!("seed = {s}: must not be negative"))),
+            Some(s) => s as u64,
+            None => 1,
+        };
+        let jobs = if root.job.is_empty() {
+            Vec::new()
+        } else {
+            let on = match topo.spec {
+                TopologySpec::Cluster(_) => FabricKind::Infiniband,
+                _ => kind,
+            };
+            let built = topo
+                .spec
+                .build(on, link_rate, link_delay)
+                .map_err(invalid)?;
+            placement::parse(&c, &root.job, &built, topo.gpus_per_node, seed)?
+        };
         let setting = traffic::Setting {
+            jobs: &jobs,
             base,
             topology: &topo.spec,
             gpus_per_node: topo.gpus_per_node,
@@ -315,13 +342,8 @@ impl Scenario {
             },
             choices: Default::default(),
         };
-        let traffic = traffic::parse(&c, &root.traffic, &setting)?;
+        let (traffic, traffic_jobs) = traffic::parse(&c, &root.traffic, &setting)?;
         let nccl_choices = setting.choices.take();
-        let seed = match root.seed {
-            Some(s) if s < 0 => return Err(invalid(format!("seed = {s}: must not be negative"))),
-            Some(s) => s as u64,
-            None => 1,
-        };
         let stop_at = c.positive_time("stop_at", &root.stop_at)?;
         if kind == FabricKind::Rocev2 {
             pathologies::check_ends(&roce, stop_at)?;
@@ -355,6 +377,8 @@ impl Scenario {
             nvlink: topo.nvlink,
             host,
             traffic,
+            jobs,
+            traffic_jobs,
             hardware: cluster.hardware,
             cost,
             catalog,
@@ -422,7 +446,8 @@ impl Scenario {
             }
         }
         nccl::write_toml(&self.nccl, &mut s);
-        traffic::write_toml(&self.traffic, self.host_count(), &mut s);
+        placement::write_toml(&self.jobs, &mut s);
+        traffic::write_toml(self, &mut s);
         if let Some(h) = &self.host {
             host::write_toml(h, &mut s);
         }

@@ -3,6 +3,7 @@
 //! the traffic entry's position, so adding an entry does not change the draws of the
 //! others. Collectives expand into message graphs in [`collective`].
 
+pub mod background;
 pub mod chakra;
 pub mod collective;
 pub mod datapath;
@@ -141,6 +142,35 @@ pub enum Traffic {
     Training(Training),
     /// Execution traces, one per rank (validated when the scenario was loaded).
     Chakra(chakra::ChakraJob),
+    /// Flows from a flow-size distribution at a load, drawn with the run's seed.
+    Background(background::Background),
+}
+
+impl Traffic {
+    /// The same entry with every host `h` replaced by `to(h)` (a job's ranks written in
+    /// its own numbering, placed on the cluster's hosts, and back).
+    pub fn map_hosts(&self, to: impl Fn(HostId) -> HostId) -> Traffic {
+        let all = |hs: &[HostId]| hs.iter().map(|&h| to(h)).collect::<Vec<_>>();
+        let mut t = self.clone();
+        match &mut t {
+            Traffic::Flow { src, dst, .. } => (*src, *dst) = (to(*src), to(*dst)),
+            Traffic::Incast { senders, dst, .. } => {
+                *senders = all(senders);
+                *dst = to(*dst);
+            }
+            Traffic::Permutation { hosts, .. } => *hosts = all(hosts),
+            Traffic::Listed { messages, .. } => {
+                for m in messages {
+                    (m.src, m.dst) = (to(m.src), to(m.dst));
+                }
+            }
+            Traffic::Collective(c) => c.ranks = all(&c.ranks),
+            Traffic::Training(j) => j.ranks = all(&j.ranks),
+            Traffic::Chakra(j) => j.ranks = all(&j.ranks),
+            Traffic::Background(b) => b.hosts = all(&b.hosts),
+        }
+        t
+    }
 }
 
 /// A dependency: wait for message `msg` to complete at its receiver, then `delay` more
@@ -207,6 +237,8 @@ pub struct Workload {
     pub collectives: Vec<(Collective, Range<u32>)>,
     /// The training jobs, each with its iterations' ranges of messages.
     pub trainings: Vec<(Training, Vec<Range<u32>>)>,
+    /// Each traffic entry's messages, in entry order.
+    pub entries: Vec<Range<u32>>,
     /// SHARP aggregation groups: one message per rank, reduced in the switches.
     pub sharp_groups: Vec<Range<u32>>,
     /// Messages sent along host data paths (see [`datapath`]).
@@ -317,87 +349,92 @@ pub fn build_with(
         ..Workload::default()
     };
     for (i, t) in traffic.iter().enumerate() {
+        let first = w.messages.len() as u32;
         match t {
             Traffic::Collective(c) => {
-                let first = w.messages.len() as u32;
                 collective::expand(c, &mut w);
                 let end = w.messages.len() as u32;
                 w.collectives.push((c.clone(), first..end));
-                continue;
             }
             Traffic::Training(job) => {
                 let ranges = training::expand(job, &mut w);
                 w.trainings.push((job.clone(), ranges));
-                continue;
             }
             Traffic::Chakra(job) => {
                 let ran = chakra::expand(job, &mut w).expect("traces validated at load");
                 w.collectives.extend(ran);
-                continue;
             }
-            _ => {}
+            _ => expand_independent(t, i, seed, &mut w),
         }
-        let out = &mut w.messages;
-        let before = out.len();
-        match t {
-            Traffic::Flow {
-                src,
-                dst,
-                size,
-                start,
-                sl,
-            } => out.push(Message {
-                src: *src,
-                dst: *dst,
-                size: *size,
-                start: *start,
-                sl: *sl,
-                local: None,
-            }),
-            Traffic::Incast {
-                senders,
-                dst,
-                size,
-                start,
-                sl,
-            } => out.extend(senders.iter().map(|&src| Message {
-                src,
-                dst: *dst,
-                size: *size,
-                start: *start,
-                sl: *sl,
-                local: None,
-            })),
-            Traffic::Permutation {
-                hosts,
-                size,
-                start,
-                sl,
-            } => {
-                let mut rng = ChaCha8Rng::seed_from_u64(
-                    seed ^ (0x9E37_79B9_7F4A_7C15u64.wrapping_mul(i as u64 + 1)),
-                );
-                let targets = derangement(hosts, &mut rng);
-                out.extend(hosts.iter().zip(targets).map(|(&src, dst)| Message {
-                    src,
-                    dst,
-                    size: *size,
-                    start: *start,
-                    sl: *sl,
-                    local: None,
-                }));
-            }
-            Traffic::Listed { messages, .. } => out.extend_from_slice(messages),
-            Traffic::Collective(_) | Traffic::Training(_) | Traffic::Chakra(_) => {
-                unreachable!("expanded above")
-            }
-        }
-        let added = w.messages.len() - before;
-        w.after.extend(std::iter::repeat_n(Vec::new(), added));
-        w.follows.extend(std::iter::repeat_n(None, added));
-        w.qp.extend((before..w.messages.len()).map(|i| QueuePair::own(i as u32)));
+        w.entries.push(first..w.messages.len() as u32);
     }
     w
+}
+
+/// Expands entry `i`, whose messages depend on nothing, each on its own queue pair.
+fn expand_independent(t: &Traffic, i: usize, seed: u64, w: &mut Workload) {
+    let out = &mut w.messages;
+    let before = out.len();
+    match t {
+        Traffic::Flow {
+            src,
+            dst,
+            size,
+            start,
+            sl,
+        } => out.push(Message {
+            src: *src,
+            dst: *dst,
+            size: *size,
+            start: *start,
+            sl: *sl,
+            local: None,
+        }),
+        Traffic::Incast {
+            senders,
+            dst,
+            size,
+            start,
+            sl,
+        } => out.extend(senders.iter().map(|&src| Message {
+            src,
+            dst: *dst,
+            size: *size,
+            start: *start,
+            sl: *sl,
+            local: None,
+        })),
+        Traffic::Permutation {
+            hosts,
+            size,
+            start,
+            sl,
+        } => {
+            let mut rng = ChaCha8Rng::seed_from_u64(
+                seed ^ (0x9E37_79B9_7F4A_7C15u64.wrapping_mul(i as u64 + 1)),
+            );
+            let targets = derangement(hosts, &mut rng);
+            out.extend(hosts.iter().zip(targets).map(|(&src, dst)| Message {
+                src,
+                dst,
+                size: *size,
+                start: *start,
+                sl: *sl,
+                local: None,
+            }));
+        }
+        Traffic::Listed { messages, .. } => out.extend_from_slice(messages),
+        Traffic::Background(b) => out.extend(b.expand(&mut ChaCha8Rng::seed_from_u64(
+            seed ^ (0xD1B5_4A32_D192_ED03u64.wrapping_mul(i as u64 + 1)),
+        ))),
+        Traffic::Collective(_) | Traffic::Training(_) | Traffic::Chakra(_) => {
+            unreachable!("build_with expands these")
+        }
+    }
+    let added = w.messages.len() - before;
+    w.after.extend(std::iter::repeat_n(Vec::new(), added));
+    w.follows.extend(std::iter::repeat_n(None, added));
+    w.qp.extend((before..w.messages.len()).map(|i| QueuePair::own(i as u32)));
 }
 
 /// A uniformly random derangement of `hosts` by rejection (about e draws on average).

@@ -77,14 +77,15 @@ impl Entry<'_> {
     fn flow_host(&self, node: u32, which: &str, line: usize) -> Result<HostId, String> {
         let topology = self.set.topology;
         let index = match topology {
-            TopologySpec::File { graph, .. } => graph.host_index(node),
+            TopologySpec::File { graph, .. } if self.job.is_none() => graph.host_index(node),
             _ => (node < self.hosts).then_some(node),
         };
         index.map(HostId).ok_or_else(|| {
             format!(
                 "flow {line}: {which} = {node} is not a host of the topology ({})",
                 match topology {
-                    TopologySpec::File { .. } => "a switch, or beyond the last node".to_string(),
+                    TopologySpec::File { .. } if self.job.is_none() =>
+                        "a switch, or beyond the last node".to_string(),
                     _ => format!("hosts 0 to {}", self.hosts - 1),
                 }
             )

@@ -80,7 +80,7 @@ impl Entry<'_> {
     }
 
     /// The hierarchical algorithm's ranks must come server by server.
-    fn check_groups(
+    pub(super) fn check_groups(
         &self,
         algorithm: CollectiveAlgorithm,
         ranks: &[HostId],

@@ -2,12 +2,13 @@
 //! training jobs in [`jobs`]; ns-3 flow files and Chakra traces in [`files`]. Each kind
 //! refuses the keys of the others.
 
+mod background;
 mod files;
 mod jobs;
 
 use super::reader::{invalid, reject_present, Ctx, Field, Raw};
 use super::topology::TopologySpec;
-use super::ScenarioError;
+use super::{Job, Scenario, ScenarioError};
 use fabricsim_core::units::{ByteSize, Dimension, HostId, Time};
 use fabricsim_fabric::workload::Traffic;
 use serde::Deserialize;
@@ -44,11 +45,17 @@ pub(super) struct FileTraffic {
     pipeline_parallel: Field,
     microbatches: Field,
     activation: Field,
+    job: Option<Spanned<String>>,
+    distribution: Option<Spanned<String>>,
+    load: Field,
+    duration: Field,
 }
 
 /// What every traffic entry is read against.
 pub(super) struct Setting<'a> {
     pub base: &'a Path,
+    /// `[[job]]`s: an entry naming one numbers its hosts inside it.
+    pub jobs: &'a [Job],
     pub topology: &'a TopologySpec,
     pub gpus_per_node: u32,
     /// `[nccl]`: the algorithm for all-reduces that name none (None: the v1 defaults),
@@ -65,7 +72,10 @@ struct Entry<'a> {
     i: usize,
     tr: &'a FileTraffic,
     set: &'a Setting<'a>,
+    /// Hosts the entry may name: the topology's, or its job's.
     hosts: u32,
+    /// The job the entry belongs to, whose ranks its host numbers are.
+    job: Option<&'a Job>,
 }
 
 /// The keys every kind but the file-driven ones shares.
@@ -75,27 +85,54 @@ struct Common {
     sl: u8,
 }
 
-/// Reads every `[[traffic]]` entry, in order.
+/// Reads every `[[traffic]]` entry, in order, with the index of the job owning each.
+/// An entry of a job is read in the job's numbering, then placed on the job's hosts.
 pub(super) fn parse(
     c: &Ctx,
     entries: &[FileTraffic],
     set: &Setting,
-) -> Result<Vec<Traffic>, ScenarioError> {
-    let hosts = set.topology.hosts();
-    entries
-        .iter()
-        .enumerate()
-        .map(|(i, tr)| {
-            Entry {
-                c,
-                i,
-                tr,
-                set,
-                hosts,
+) -> Result<(Vec<Traffic>, Vec<Option<usize>>), ScenarioError> {
+    let mut traffic = Vec::with_capacity(entries.len());
+    let mut owners = Vec::with_capacity(entries.len());
+    for (i, tr) in entries.iter().enumerate() {
+        let owner = match &tr.job {
+            None => None,
+            Some(name) => Some(
+                set.jobs
+                    .iter()
+                    .position(|j| &j.name == name.get_ref())
+                    .ok_or_else(|| {
+                        let names: Vec<&str> = set.jobs.iter().map(|j| j.name.as_str()).collect();
+                        c.unexpected(
+                            &format!("traffic[{i}].job"),
+                            name,
+                            &format!("the name of a [[job]], one of {names:?}"),
+                        )
+                    })?,
+            ),
+        };
+        let job = owner.map(|j| &set.jobs[j]);
+        let entry = Entry {
+            c,
+            i,
+            tr,
+            set,
+            hosts: job.map_or(set.topology.hosts(), |j| j.hosts.len() as u32),
+            job,
+        };
+        let t = entry.parse()?;
+        let t = match job {
+            Some(j) => {
+                let placed = t.map_hosts(|r| j.host(r));
+                entry.check_placed(&placed)?;
+                placed
             }
-            .parse()
-        })
-        .collect()
+            None => t,
+        };
+        traffic.push(t);
+        owners.push(owner);
+    }
+    Ok((traffic, owners))
 }
 
 impl Entry<'_> {
@@ -113,9 +150,18 @@ impl Entry<'_> {
     fn parse(&self) -> Result<Traffic, ScenarioError> {
         let (c, i, tr) = (self.c, self.i, self.tr);
         let kind = tr.kind.get_ref().as_str();
+        if kind != "background" {
+            let own = [
+                ("distribution", tr.distribution.is_some()),
+                ("load", tr.load.is_some()),
+                ("duration", tr.duration.is_some()),
+            ];
+            self.reject(kind, &own, " (only of \"background\")")?;
+        }
         match kind {
             "flow-file" => return self.flow_file(),
             "chakra" => return self.chakra(),
+            "background" => return self.background(self.set.hardware.nic),
             _ => {}
         }
         let path = [("path", tr.path.is_some())];
@@ -137,9 +183,25 @@ impl Entry<'_> {
             _ => Err(c.unexpected(
                 &self.at("kind"),
                 &tr.kind,
-                "\"flow\", \"incast\", \"permutation\", \"flow-file\", \"collective\", \"training\" or \"chakra\"",
+                "\"flow\", \"incast\", \"permutation\", \"background\", \"flow-file\", \"collective\", \"training\" or \"chakra\"",
             )),
         }
+    }
+
+    /// An entry of a job once placed: a hierarchical collective's ranks must still come
+    /// server by server (hosts listed by `placement = "list"` may not).
+    fn check_placed(&self, placed: &Traffic) -> Result<(), ScenarioError> {
+        let (algorithm, ranks, what) = match placed {
+            Traffic::Collective(c) => (c.algorithm, &c.ranks, "collective"),
+            Traffic::Training(j) => (j.algorithm, &j.ranks, "training"),
+            _ => return Ok(()),
+        };
+        self.check_groups(algorithm, ranks, what).map_err(|e| {
+            invalid(format!(
+                "{e}, on the hosts job \"{}\" was placed on",
+                self.job.map_or("", |j| j.name.as_str())
+            ))
+        })
     }
 
     /// Refuses the keys of other kinds.
@@ -295,33 +357,50 @@ impl Entry<'_> {
     }
 }
 
-/// Every `[[traffic]]` entry, every default filled in.
-/// `all` is the topology's host count: a list of every host in order is the default and
-/// is written as a comment, not as thousands of numbers.
-pub(super) fn write_toml(traffic: &[Traffic], all: u32, s: &mut String) {
-    for t in traffic {
-        let _ = match t {
-            Traffic::Flow { src, dst, size, start, sl } => writeln!(
-                s,
-                "\n[[traffic]]\nkind = \"flow\"\nsrc = {src}\ndst = {dst}\nsize = \"{}\"\nstart = \"{start}\"\nsl = {sl}",
-                ByteSize(*size)
-            ),
-            Traffic::Incast { senders, dst, size, start, sl } => writeln!(
-                s,
-                "\n[[traffic]]\nkind = \"incast\"\nsenders = {:?}\ndst = {dst}\nsize = \"{}\"\nstart = \"{start}\"\nsl = {sl}",
-                ids(senders),
-                ByteSize(*size)
-            ),
-            Traffic::Permutation { hosts, size, start, sl } => writeln!(
-                s,
-                "\n[[traffic]]\nkind = \"permutation\"\n{}\nsize = \"{}\"\nstart = \"{start}\"\nsl = {sl}",
-                host_list("hosts", hosts, all),
-                ByteSize(*size)
-            ),
-            Traffic::Collective(_) | Traffic::Training(_) => jobs::write_toml(t, all, s),
-            Traffic::Chakra(_) | Traffic::Listed { .. } => files::write_toml(t, all, s),
-        };
+/// Every `[[traffic]]` entry, every default filled in; an entry of a job in the job's
+/// numbering, with its `job` key.
+pub(super) fn write_toml(scenario: &Scenario, s: &mut String) {
+    let all = scenario.host_count();
+    for (t, owner) in scenario.traffic.iter().zip(&scenario.traffic_jobs) {
+        match owner.map(|j| &scenario.jobs[j]) {
+            None => write_entry(t, all, s),
+            Some(job) => {
+                let local = t.map_hosts(|h| job.rank(h).expect("a job's entry stays on its hosts"));
+                let mut one = String::new();
+                write_entry(&local, job.hosts.len() as u32, &mut one);
+                let head = "[[traffic]]\n";
+                let at = one.find(head).map_or(0, |p| p + head.len());
+                one.insert_str(at, &format!("job = {}\n", super::quoted(&job.name)));
+                s.push_str(&one);
+            }
+        }
     }
+}
+
+/// One entry as TOML; `all` hosts make the default host list.
+fn write_entry(t: &Traffic, all: u32, s: &mut String) {
+    let _ = match t {
+        Traffic::Flow { src, dst, size, start, sl } => writeln!(
+            s,
+            "\n[[traffic]]\nkind = \"flow\"\nsrc = {src}\ndst = {dst}\nsize = \"{}\"\nstart = \"{start}\"\nsl = {sl}",
+            ByteSize(*size)
+        ),
+        Traffic::Incast { senders, dst, size, start, sl } => writeln!(
+            s,
+            "\n[[traffic]]\nkind = \"incast\"\nsenders = {:?}\ndst = {dst}\nsize = \"{}\"\nstart = \"{start}\"\nsl = {sl}",
+            ids(senders),
+            ByteSize(*size)
+        ),
+        Traffic::Permutation { hosts, size, start, sl } => writeln!(
+            s,
+            "\n[[traffic]]\nkind = \"permutation\"\n{}\nsize = \"{}\"\nstart = \"{start}\"\nsl = {sl}",
+            host_list("hosts", hosts, all),
+            ByteSize(*size)
+        ),
+        Traffic::Collective(_) | Traffic::Training(_) => jobs::write_toml(t, all, s),
+        Traffic::Chakra(_) | Traffic::Listed { .. } => files::write_toml(t, all, s),
+        Traffic::Background(b) => background::write_toml(b, all, s),
+    };
 }
 
 /// Host indices as numbers, for TOML lists.
