@@ -569,6 +569,26 @@ pub struct JobResult {
     pub fct_ns: Percentiles,
     /// From its first message's start to its last completion; null if one is unfinished.
     pub makespan_ns: Option<u64>,
+    /// With two jobs or more: its makespan in a run of it alone (the other jobs' entries
+    /// left out, every job on the same hosts), and how much longer it took beside them
+    /// (makespan / alone - 1): the interference.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alone_makespan_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slowdown_from_sharing: Option<f64>,
+}
+
+/// Fills job `j`'s figures alone from the summary of a run of it alone.
+pub fn add_alone(summary: &mut Summary, j: usize, alone: &Summary) {
+    let (Some(job), Some(by_itself)) = (summary.jobs.get_mut(j), alone.jobs.get(j)) else {
+        return;
+    };
+    job.alone_makespan_ns = by_itself.makespan_ns;
+    job.slowdown_from_sharing = job
+        .makespan_ns
+        .zip(by_itself.makespan_ns)
+        .filter(|(_, a)| *a > 0)
+        .map(|(m, a)| m as f64 / a as f64 - 1.0);
 }
 
 /// Each training result named with the job its entry belongs to (training entries are
@@ -634,6 +654,8 @@ fn job_results(scenario: &Scenario, out: &Outcome) -> Vec<JobResult> {
                     .zip(last)
                     .filter(|_| finished)
                     .map(|(a, b)| (b - a).ns()),
+                alone_makespan_ns: None,
+                slowdown_from_sharing: None,
             }
         })
         .collect()

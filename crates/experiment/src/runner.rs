@@ -833,13 +833,30 @@ pub fn execute(scenario: &Scenario, request: &RunRequest) -> Result<(Summary, Ou
     // main run: with a second thread it runs beside it.
     let plus = plus_one_us_per_exchange(scenario);
     let mut runs = vec![(scenario, filter)];
-    if has_training(scenario) {
+    let trains = has_training(scenario);
+    if trains {
         runs.push((&plus, None));
     }
+    // With several jobs, each alone too: what sharing the fabric cost it.
+    let alone: Vec<Scenario> = if scenario.jobs.len() >= 2 {
+        (0..scenario.jobs.len())
+            .map(|j| scenario.job_alone(j))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    runs.extend(alone.iter().map(|s| (s, None)));
     let mut outcomes = run_all(&runs, request.threads).into_iter();
     let outcome = outcomes.next().expect("the main run")?;
-    let sensitivity = outcomes.next().transpose()?;
-    let summary = summarize(scenario, &outcome, sensitivity.as_ref());
+    let sensitivity = if trains {
+        Some(outcomes.next().expect("the +1 us run")?)
+    } else {
+        None
+    };
+    let mut summary = summarize(scenario, &outcome, sensitivity.as_ref());
+    for (j, (s, o)) in alone.iter().zip(outcomes).enumerate() {
+        results::add_alone(&mut summary, j, &results::summary(s, &o?));
+    }
     if let Some(dir) = &request.out {
         results::write_out_dir(dir, &summary, &outcome)
             .map_err(|e| format!("--out {}: {e}", dir.display()))?;

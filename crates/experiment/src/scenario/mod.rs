@@ -413,6 +413,27 @@ impl Scenario {
         }
     }
 
+    /// Job `j` alone on the cluster: every other entry replaced by an empty one, so that
+    /// each entry keeps its index (and so its random draws) and the jobs their hosts.
+    pub fn job_alone(&self, j: usize) -> Scenario {
+        let traffic = self
+            .traffic
+            .iter()
+            .zip(&self.traffic_jobs)
+            .map(|(t, owner)| match owner {
+                Some(o) if *o == j => t.clone(),
+                _ => Traffic::Listed {
+                    source: format!("left out: not job \"{}\"", self.jobs[j].name),
+                    messages: Vec::new(),
+                },
+            })
+            .collect();
+        Scenario {
+            traffic,
+            ..self.clone()
+        }
+    }
+
     /// Hosts (ranks) in the topology.
     pub fn host_count(&self) -> u32 {
         self.topology.hosts()
