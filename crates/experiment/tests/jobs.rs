@@ -234,3 +234,48 @@ fn background_traffic_offers_its_load_and_refuses_sizes() {
     .to_string();
     assert!(e.contains("traffic[0].load"), "{e}");
 }
+
+#[test]
+fn a_fragmented_placement_costs_the_collective_on_both_fabrics() {
+    // examples/placement.toml: a 16-GPU all-reduce beside a 32-GPU all-to-all on a 2:1
+    // leaf-spine. Packed, the all-reduce keeps to its two leaves and meets nobody; spread
+    // or random, its ring crosses uplinks the neighbour loads (Meta: over 30 %).
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/placement.toml");
+    let base = Scenario::load(&path).unwrap();
+    for fabric in ["infiniband", "rocev2"] {
+        let time = |placement: &str| {
+            let text = std::fs::read_to_string(&path)
+                .unwrap()
+                .replace(
+                    "placement = \"packed\"",
+                    &format!("placement = \"{placement}\""),
+                )
+                .replace("kind = \"rocev2\"", &format!("kind = \"{fabric}\""));
+            let s = scenario(&text);
+            let (sum, _) = runner::execute(&s, &RunRequest::default()).unwrap();
+            let job = &sum.jobs[0];
+            (
+                sum.collectives[0].time_ns.unwrap(),
+                job.slowdown_from_sharing.unwrap(),
+                job.leaves,
+            )
+        };
+        let (packed, alone_cost, leaves) = time("packed");
+        assert_eq!(
+            (alone_cost, leaves),
+            (0.0, 2),
+            "{fabric}: packed shares nothing"
+        );
+        for policy in ["spread", "random"] {
+            let (t, slowdown, leaves) = time(policy);
+            assert!(leaves > 2, "{fabric} {policy}: {leaves} leaves");
+            assert!(
+                t > 1.1 * packed,
+                "{fabric} {policy}: {t:.0} ns against packed {packed:.0} ns"
+            );
+            assert!(slowdown > 0.1, "{fabric} {policy}: slowdown {slowdown}");
+        }
+    }
+    assert_eq!(base.jobs.len(), 2);
+}

@@ -557,7 +557,7 @@ pub fn run_task(
 }
 
 /// The headline columns of results.csv after the swept keys.
-pub const HEADLINE: [&str; 17] = [
+pub const HEADLINE: [&str; 21] = [
     "fabric",
     "flows",
     "completed",
@@ -575,6 +575,10 @@ pub const HEADLINE: [&str; 17] = [
     "busbw_gbps",
     "iteration_time_ns",
     "events",
+    "collective_time_ns",
+    "iteration_p99_ns",
+    "job_makespan_ns",
+    "job_slowdown_from_sharing",
 ];
 
 /// The headline figures of a point file, in [`HEADLINE`] order.
@@ -602,6 +606,10 @@ fn headline(v: &Value) -> Vec<String> {
         plain(&v["collectives"][0]["busbw_gbps"]),
         plain(&v["training"][0]["iteration_time_ns"]),
         plain(&v["events"]),
+        plain(&v["collectives"][0]["time_ns"]),
+        plain(&v["training"][0]["iteration_percentiles_ns"]["p99"]),
+        plain(&v["jobs"][0]["makespan_ns"]),
+        plain(&v["jobs"][0]["slowdown_from_sharing"]),
     ]
 }
 
