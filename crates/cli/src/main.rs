@@ -20,6 +20,8 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// `check` lists the nodes and links of networks up to this many hosts.
+const NODES_LISTED_UP_TO_HOSTS: u32 = 1024;
 /// Counts the heap once `bench` asks it to, for its measured memory.
 #[global_allocator]
 static ALLOCATOR: heap::Counting = heap::Counting;
@@ -754,6 +756,13 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
             let mut text = scenario.effective_toml() + "\n";
             for s in scenario.compared() {
                 text += &estimate::estimate(&s)?.comment();
+            }
+            // The node ids [[failure]] entries name; a large cluster's are not listed.
+            if scenario.host_count() <= NODES_LISTED_UP_TO_HOSTS {
+                for s in scenario.compared() {
+                    text += &format!("# {} network:\n", s.fabric.label());
+                    text += &fabricsim_experiment::scenario::describe_nodes(&s.build_topology()?);
+                }
             }
             out(&text)?;
             Ok(Completion::Complete)

@@ -505,6 +505,20 @@ impl Routes {
     /// `n` candidate ports picks `(dst / n^t) mod n`, so destinations spread evenly.
     /// Errors if some host cannot reach another.
     pub fn minimal(topo: &Topology) -> Result<Routes, TopologyError> {
+        Routes::build(topo, None)
+    }
+
+    /// Tables for the topology without the links whose ports `dead` marks (indexed by
+    /// port; both directions of a failed link): shortest paths around them, as a subnet
+    /// manager or routing protocol recomputes them after a failure. Where a switch has no
+    /// path left to a destination, it keeps its paths of the whole topology (its traffic
+    /// waits at the dead port until the link is back).
+    pub fn avoiding(topo: &Topology, dead: &[bool]) -> Routes {
+        Routes::build(topo, Some(dead))
+            .expect("only the whole topology is checked for connectivity")
+    }
+
+    fn build(topo: &Topology, dead: Option<&[bool]>) -> Result<Routes, TopologyError> {
         let hosts = topo.host_count() as usize;
         let nodes = topo.nodes();
         let mut switch_rank = vec![NO_SWITCH; nodes.len()];
@@ -557,12 +571,21 @@ impl Routes {
             .iter()
             .map(|k| matches!(k, NodeKind::Switch { .. }))
             .collect();
+        let alive = |p: PortId| dead.is_none_or(|d| !d[p.index()]);
+        let mut whole = vec![u32::MAX; nodes.len()];
         for (g, &leader) in leaders.iter().enumerate() {
             let from = attached[leader.index()];
-            Routes::switch_distances(topo, &peer_node, &is_switch, from, &mut dist, &mut queue);
+            Routes::switch_distances(
+                topo, &peer_node, &is_switch, from, &mut dist, &mut queue, dead,
+            );
+            if dead.is_some() {
+                Routes::switch_distances(
+                    topo, &peer_node, &is_switch, from, &mut whole, &mut queue, None,
+                );
+            }
             // Links go both ways: if the first group reaches every host, all do.
             if let Some(h) = (0..hosts)
-                .take(if g == 0 { hosts } else { 0 })
+                .take(if g == 0 && dead.is_none() { hosts } else { 0 })
                 .find(|&h| dist[attached[h].index()] == u32::MAX)
             {
                 return Err(TopologyError::NotConnected {
@@ -576,12 +599,17 @@ impl Routes {
                 }
                 list.clear();
                 let here = dist[n.index()];
-                list.extend(
-                    topo.node_ports(n)
-                        .iter()
-                        .copied()
-                        .filter(|&p| dist[peer_node[p.index()] as usize].wrapping_add(1) == here),
-                );
+                list.extend(topo.node_ports(n).iter().copied().filter(|&p| {
+                    alive(p) && dist[peer_node[p.index()] as usize].wrapping_add(1) == here
+                }));
+                if list.is_empty() && dead.is_some() {
+                    let here = whole[n.index()];
+                    list.extend(
+                        topo.node_ports(n).iter().copied().filter(|&p| {
+                            whole[peer_node[p.index()] as usize].wrapping_add(1) == here
+                        }),
+                    );
+                }
                 let len = list.len();
                 let start = match shared.get(list.as_slice()) {
                     Some(&start) => start,
@@ -622,7 +650,8 @@ impl Routes {
     }
 
     /// Hop distances from switch `from` to every switch, through switches only (hosts
-    /// never forward), into `dist` (`u32::MAX`: unreachable; hosts stay unreachable).
+    /// never forward) and live links (`dead` marks the others), into `dist` (`u32::MAX`:
+    /// unreachable; hosts stay unreachable).
     fn switch_distances(
         topo: &Topology,
         peer_node: &[u32],
@@ -630,6 +659,7 @@ impl Routes {
         from: NodeId,
         dist: &mut [u32],
         queue: &mut VecDeque<NodeId>,
+        dead: Option<&[bool]>,
     ) {
         dist.fill(u32::MAX);
         dist[from.index()] = 0;
@@ -638,7 +668,8 @@ impl Routes {
             let d = dist[n.index()] + 1;
             for &p in topo.node_ports(n) {
                 let next = peer_node[p.index()] as usize;
-                if dist[next] == u32::MAX && is_switch[next] {
+                let alive = dead.is_none_or(|d| !d[p.index()]);
+                if alive && dist[next] == u32::MAX && is_switch[next] {
                     dist[next] = d;
                     queue.push_back(NodeId(next as u32));
                 }
@@ -820,6 +851,48 @@ mod tests {
         let hops = |a: u32, b: u32| t.distances_from(HostId(a))[t.host_node(HostId(b)).index()];
         assert_eq!(hops(3, 11), 2, "same rail: through the rail leaf");
         assert_eq!(hops(3, 12), 4, "other rail: up to a spine");
+    }
+
+    #[test]
+    fn routes_avoiding_a_dead_uplink_go_around_it_and_keep_unreachable_paths() {
+        // 2 leaves of 2 hosts, 2 spines.
+        let t = Topology::leaf_spine(4, 2, 2, BitRate::gbps(100), BitRate::gbps(100), Time::ZERO)
+            .unwrap();
+        let leaf = |h: u32| t.port(t.port(t.host_port(HostId(h))).peer).node;
+        let (leaf0, leaf1) = (leaf(0), leaf(2));
+        let to_spine = |from: NodeId| -> Vec<PortId> {
+            t.node_ports(from)
+                .iter()
+                .copied()
+                .filter(|&p| {
+                    matches!(
+                        t.nodes()[t.port(t.port(p).peer).node.index()],
+                        NodeKind::Switch { .. }
+                    )
+                })
+                .collect()
+        };
+        let up = to_spine(leaf0);
+        let whole = Routes::minimal(&t).unwrap();
+        assert_eq!(whole.candidates(leaf0, HostId(2)), &up[..]);
+        let mut dead = vec![false; t.ports().len()];
+        dead[up[0].index()] = true;
+        dead[t.port(up[0]).peer.index()] = true;
+        let around = Routes::avoiding(&t, &dead);
+        assert_eq!(around.candidates(leaf0, HostId(2)), &up[1..]);
+        // Leaf 1 reaches leaf 0's hosts through the live spine only.
+        let spine1 = t.port(t.port(up[1]).peer).node;
+        let via: Vec<NodeId> = around
+            .candidates(leaf1, HostId(0))
+            .iter()
+            .map(|&p| t.port(t.port(p).peer).node)
+            .collect();
+        assert_eq!(via, vec![spine1]);
+        // Leaf 0 cut off from both spines keeps its paths: nothing is left to choose.
+        dead[up[1].index()] = true;
+        dead[t.port(up[1]).peer.index()] = true;
+        let cut = Routes::avoiding(&t, &dead);
+        assert_eq!(cut.candidates(leaf0, HostId(2)), &up[..]);
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub use crate::outcome::{Capture, Outcome};
 use crate::output;
 use crate::results::{self, Summary};
 use crate::scenario::{FabricKind, Scenario};
+use fabricsim_core::topology::Topology;
 use fabricsim_core::units::HostId;
 use fabricsim_core::units::Time;
 use fabricsim_fabric::flow::{self, FlowConfig, FlowRouting, FlowWire, Sharing, QUEUE_QUANTILES};
@@ -92,6 +93,13 @@ pub fn run_threaded(
         return Err("--pcap: captures are packet level only; this scenario runs at flow level (give --level packet)".into());
     }
     let topo = scenario.build_topology()?;
+    let failing;
+    let scenario = if scenario.failures.is_empty() {
+        scenario
+    } else {
+        failing = with_failures(scenario, &topo)?;
+        &failing
+    };
     let mut workload = build_with(
         &scenario.traffic,
         scenario.seed,
@@ -122,7 +130,7 @@ pub fn run_threaded(
             (Model::Flow(Box::new(flow)), Err(None))
         }
         FabricKind::Infiniband => {
-            let why_not = infiniband::parallel::why_not_split(&topo, &workload);
+            let why_not = infiniband::parallel::why_not_split(&scenario.ib, &topo, &workload);
             let split = split_run(
                 threads,
                 capture.is_some(),
@@ -711,6 +719,16 @@ impl Bar {
 fn bars() -> &'static MultiProgress {
     static BARS: OnceLock<MultiProgress> = OnceLock::new();
     BARS.get_or_init(MultiProgress::new)
+}
+
+/// `scenario` with its `[[failure]]` entries placed on `topo` in both fabrics'
+/// configurations.
+fn with_failures(scenario: &Scenario, topo: &Topology) -> Result<Scenario, String> {
+    let list = scenario.failures_on(topo)?;
+    let mut s = scenario.clone();
+    s.ib.failures.failures = list.clone();
+    s.roce.failures.failures = list;
+    Ok(s)
 }
 
 /// The scenario with one more microsecond on every message's posting (both fabrics' NIC

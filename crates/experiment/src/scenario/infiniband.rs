@@ -29,6 +29,8 @@ pub(super) struct FileIb {
     ccti_timer: Field,
     cct_step: Field,
     deadlock_check: Field,
+    failure_detection: Field,
+    reroute_time: Field,
 }
 
 fn key(k: &str) -> String {
@@ -76,6 +78,12 @@ pub(super) fn parse(c: &Ctx, f: &FileIb, ib: &mut IbConfig) -> Result<(), Scenar
     }
     if let Some(t) = c.positive_time(&key("credit_refresh"), &f.credit_refresh)? {
         ib.credit_refresh = t;
+    }
+    if let Some(t) = c.time(&key("failure_detection"), &f.failure_detection)? {
+        ib.failures.detection = t;
+    }
+    if let Some(t) = c.time(&key("reroute_time"), &f.reroute_time)? {
+        ib.failures.reroute = t;
     }
     if let Some(t) = c.positive_time(&key("deadlock_check"), &f.deadlock_check)? {
         ib.deadlock_check = t;
@@ -173,6 +181,11 @@ pub(super) fn write_toml(ib: &IbConfig, s: &mut String) {
         ib.deadlock_check,
         ib.hca_tx_latency,
         ib.hca_rx_latency
+    );
+    let _ = writeln!(
+        s,
+        "failure_detection = \"{}\"   # estimate: after it and reroute_time, routes avoid a failed link\nreroute_time = \"{}\"",
+        ib.failures.detection, ib.failures.reroute
     );
     if let Some(cc) = &ib.congestion_control {
         let _ = writeln!(

@@ -7,6 +7,7 @@
 mod cluster;
 mod cost;
 mod fabric;
+mod failure;
 mod host;
 mod infiniband;
 mod nccl;
@@ -22,6 +23,7 @@ mod traffic;
 pub use cluster::{describe as describe_design, ClusterDesigns, Hardware, Optics};
 pub use cost::{CompareSettings, CostRanges, CostSettings, SettingRange};
 pub use fabric::FabricKind;
+pub use failure::{describe_nodes, FailedPart, FailureSpec};
 pub use nccl::NcclSettings;
 pub use placement::{Job, Placement};
 pub(crate) use simulation::packets_only;
@@ -67,6 +69,8 @@ struct FileRoot {
     traffic: Vec<traffic::FileTraffic>,
     #[serde(default)]
     job: Vec<placement::FileJob>,
+    #[serde(default)]
+    failure: Vec<failure::FileFailure>,
     host: Option<host::FileHost>,
     cluster: Option<cluster::FileCluster>,
     cost: Option<cost::FileCost>,
@@ -102,6 +106,8 @@ pub struct Scenario {
     pub jobs: Vec<Job>,
     /// For each traffic entry, the index in `jobs` of the job that owns it.
     pub traffic_jobs: Vec<Option<usize>>,
+    /// `[[failure]]`: links and switches going down (and up), by node id.
+    pub failures: Vec<FailureSpec>,
     /// The hardware the network is built and costed with (`[cluster]`).
     pub hardware: Hardware,
     pub cost: CostSettings,
@@ -316,19 +322,53 @@ impl Scenario {
             Some(s) => s as u64,
             None => 1,
         };
-        let jobs = if root.job.is_empty() {
+        // The networks jobs are placed on and failures name nodes of: with a [cluster],
+        // both designs (jobs are placed on InfiniBand's), else the one topology.
+        let designs: Vec<(FabricKind, Topology)> = if root.job.is_empty() && root.failure.is_empty()
+        {
             Vec::new()
         } else {
-            let on = match topo.spec {
-                TopologySpec::Cluster(_) => FabricKind::Infiniband,
-                _ => kind,
+            let fabrics = match topo.spec {
+                TopologySpec::Cluster(_) => vec![FabricKind::Infiniband, FabricKind::Rocev2],
+                _ => vec![kind],
             };
-            let built = topo
-                .spec
-                .build(on, link_rate, link_delay)
-                .map_err(invalid)?;
-            placement::parse(&c, &root.job, &built, topo.gpus_per_node, seed)?
+            fabrics
+                .into_iter()
+                .map(|f| {
+                    Ok((
+                        f,
+                        topo.spec.build(f, link_rate, link_delay).map_err(invalid)?,
+                    ))
+                })
+                .collect::<Result<_, ScenarioError>>()?
         };
+        let jobs = match designs.first() {
+            Some((_, built)) if !root.job.is_empty() => {
+                placement::parse(&c, &root.job, built, topo.gpus_per_node, seed)?
+            }
+            _ => Vec::new(),
+        };
+        let failures = failure::parse(&c, &root.failure)?;
+        for (fabric, built) in &designs {
+            for (i, f) in failures.iter().enumerate() {
+                f.on(built, i).map_err(|e| match topo.spec {
+                    TopologySpec::Cluster(_) => {
+                        invalid(format!("{e} (on the {} design)", fabric.label()))
+                    }
+                    _ => invalid(e),
+                })?;
+            }
+        }
+        if kind == FabricKind::Infiniband || designed {
+            if let Some(i) = failures
+                .iter()
+                .position(|f| matches!(f.part, FailedPart::Switch(_)) && f.until.is_none())
+            {
+                return Err(invalid(format!(
+                    "failure[{i}]: a switch failure on InfiniBand needs `until`: the model has no transport retransmission (the ack timeout) to recover what a dead switch held"
+                )));
+            }
+        }
         let setting = traffic::Setting {
             jobs: &jobs,
             base,
@@ -379,6 +419,7 @@ impl Scenario {
             traffic,
             jobs,
             traffic_jobs,
+            failures,
             hardware: cluster.hardware,
             cost,
             catalog,
@@ -434,6 +475,30 @@ impl Scenario {
         }
     }
 
+    /// The failures on `topo` (this scenario's fabric's network), for its configuration.
+    pub fn failures_on(
+        &self,
+        topo: &Topology,
+    ) -> Result<Vec<fabricsim_fabric::driver::failure::Failure>, String> {
+        let list: Vec<_> = self
+            .failures
+            .iter()
+            .enumerate()
+            .map(|(i, f)| f.on(topo, i))
+            .collect::<Result<_, _>>()?;
+        if self.fabric == FabricKind::Infiniband {
+            if let Some(i) = list
+                .iter()
+                .position(|f| f.switch.is_some() && f.until.is_none())
+            {
+                return Err(format!(
+                    "failure[{i}]: a switch failure on InfiniBand needs `until`: the model has no transport retransmission (the ack timeout) to recover what a dead switch held"
+                ));
+            }
+        }
+        Ok(list)
+    }
+
     /// Hosts (ranks) in the topology.
     pub fn host_count(&self) -> u32 {
         self.topology.hosts()
@@ -468,6 +533,7 @@ impl Scenario {
         }
         nccl::write_toml(&self.nccl, &mut s);
         placement::write_toml(&self.jobs, &mut s);
+        failure::write_toml(&self.failures, &mut s);
         traffic::write_toml(self, &mut s);
         if let Some(h) = &self.host {
             host::write_toml(h, &mut s);

@@ -57,6 +57,8 @@ pub(super) struct FileRoce {
     pub pfc_watchdog_restore: Field,
     pub deadlock_check: Field,
     pub rate_sample: Field,
+    failure_detection: Field,
+    reroute_time: Field,
     #[serde(default)]
     pub pause_storm: Vec<FilePauseStorm>,
 }
@@ -163,6 +165,12 @@ pub(super) fn parse(
     hosts: u32,
 ) -> Result<(), ScenarioError> {
     roce.pfc = f.pfc.unwrap_or(true);
+    if let Some(t) = c.time(&key("failure_detection"), &f.failure_detection)? {
+        roce.failures.detection = t;
+    }
+    if let Some(t) = c.time(&key("reroute_time"), &f.reroute_time)? {
+        roce.failures.reroute = t;
+    }
     if let Some(b) = c.positive(&key("switch_buffer"), &f.switch_buffer, Dimension::Size)? {
         roce.switch_buffer = b;
     }
@@ -463,6 +471,11 @@ pub(super) fn write_toml(r: &RoceConfig, link_rate: BitRate, s: &mut String) {
         r.rto(u32::MAX),
         r.nic_tx_latency,
         r.nic_rx_latency
+    );
+    let _ = writeln!(
+        s,
+        "failure_detection = \"{}\"   # estimate: after it and reroute_time, routes avoid a failed link\nreroute_time = \"{}\"",
+        r.failures.detection, r.failures.reroute
     );
     let _ = writeln!(s, "load_balancing = \"{}\"", r.load_balancing.name());
     if let LoadBalancing::Flowlet { gap } = r.load_balancing {

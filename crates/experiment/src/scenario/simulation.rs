@@ -137,6 +137,9 @@ pub fn flow_unmodelled(s: &Scenario) -> Option<String> {
 /// The mechanisms only packets show in `s`, if any.
 pub(crate) fn packets_only(s: &Scenario) -> Option<String> {
     use super::FabricKind;
+    if !s.failures.is_empty() {
+        return Some("failure: link and switch failures (and the re-routing after them) are modelled at packet level only".into());
+    }
     if s.fabric == FabricKind::Rocev2 {
         let r = &s.roce;
         if !r.pause_storms.is_empty() {

@@ -4,6 +4,7 @@
 
 mod build_error;
 mod deadlock;
+pub mod failure;
 mod flows;
 mod ideal;
 mod lifecycle;

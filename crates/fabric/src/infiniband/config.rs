@@ -1,5 +1,6 @@
 //! Parameters of the InfiniBand fabric model, with their sources.
 
+use crate::driver::failure::FailurePlan;
 use fabricsim_core::proto::ibcc::CcParams;
 use fabricsim_core::units::Time;
 use serde::Serialize;
@@ -47,6 +48,14 @@ pub struct IbConfig {
     /// nothing sent, at two checks in a row (so credits in flight cannot fool it). Must
     /// exceed `credit_refresh` plus a link's delay.
     pub deadlock_check: Time,
+    /// Link and switch failures. Detection default 1 ms, re-route 1 ms: estimates, not
+    /// measurements. With SHIELD (on by default in OpenSM's shield_mode) a switch picks
+    /// another output port itself when its forwarding table's port is not Active, and
+    /// tells its neighbours when it has none, without the subnet manager (NVIDIA,
+    /// "InfiniBand Cluster Bring-up Procedure: SHIELD"); NVIDIA publishes no recovery
+    /// time. Without SHIELD the subnet manager's sweep re-routes in seconds.
+    #[serde(skip_serializing_if = "FailurePlan::is_empty")]
+    pub failures: FailurePlan,
 }
 
 /// Congestion-control parameters: the switch's marking threshold and the source's CCT.
@@ -83,6 +92,7 @@ impl Default for IbConfig {
             ack_every: 4,
             credit_refresh: Time::from_us(1),
             deadlock_check: Time::from_us(10),
+            failures: FailurePlan::none(Time::from_us(1000), Time::from_us(1000)),
         }
     }
 }

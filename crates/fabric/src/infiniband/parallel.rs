@@ -12,8 +12,10 @@ use fabricsim_core::units::Time;
 /// Why a run cannot be split over threads, if it cannot: what needs the whole run's
 /// state at every event (a SHARP group's result reaches every rank at once, the NIC
 /// message rate's slots), or a topology of one server.
-pub fn why_not_split(topo: &Topology, workload: &Workload) -> Option<&'static str> {
-    if !workload.sharp_groups.is_empty() {
+pub fn why_not_split(cfg: &IbConfig, topo: &Topology, workload: &Workload) -> Option<&'static str> {
+    if !cfg.failures.is_empty() {
+        Some("a failure changes every switch's routes at one instant")
+    } else if !workload.sharp_groups.is_empty() {
         Some("a SHARP group completes every rank's message at once")
     } else if workload.message_interval.is_some() {
         Some("a NIC message rate orders posts run-wide")

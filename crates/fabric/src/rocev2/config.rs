@@ -1,5 +1,6 @@
 //! Parameters of the RoCEv2 fabric model, with their sources.
 
+use crate::driver::failure::FailurePlan;
 use fabricsim_core::proto::dcqcn::{DcqcnParams, DcqcnPreset};
 use fabricsim_core::proto::ecn::RedParams;
 use fabricsim_core::proto::hpcc::HpccParams;
@@ -238,6 +239,12 @@ pub struct RoceConfig {
     /// everything but the event count; a difference means something made a packet
     /// sendable without telling its transmitter.
     pub plain_schedule: bool,
+    /// Link and switch failures. Detection default 1 ms (loss of signal after the PHY's
+    /// debounce; BFD at its common 300 ms x 3 takes about a second), re-route 50 ms (BGP
+    /// withdrawals and FIB updates across a Clos, as RFC 7938 routes one): estimates,
+    /// not measurements.
+    #[serde(skip_serializing_if = "FailurePlan::is_empty")]
+    pub failures: FailurePlan,
 }
 
 impl RoceConfig {
@@ -307,6 +314,7 @@ impl Default for RoceConfig {
             record_rates: false,
             plain_schedule: false,
             load_balancing: LoadBalancing::Ecmp,
+            failures: FailurePlan::none(Time::from_us(1000), Time::from_us(50_000)),
         }
     }
 }

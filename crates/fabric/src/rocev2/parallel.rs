@@ -22,6 +22,8 @@ pub fn why_not_split(
 ) -> Option<&'static str> {
     if cfg.watchdog.is_some() {
         Some("the PFC watchdog's cycle records are run-wide")
+    } else if !cfg.failures.is_empty() {
+        Some("a failure changes every switch's routes at one instant")
     } else if cfg.ack_cc.is_some() {
         Some("HPCC, Swift and TIMELY carry telemetry beside the frames, which a part does not hand over")
     } else if workload.message_interval.is_some() {

@@ -159,6 +159,25 @@ impl EgressVl {
         ready.chain(frames.iter(&self.maturing)).map(Frame::packet)
     }
 
+    /// Empties the VL: every packet (the ready ones input by input, then the maturing
+    /// ones) with its ready time, for re-routing after a failure.
+    pub(super) fn drain(&mut self, frames: &mut Pool<Frame>) -> Vec<(Slot, Time)> {
+        let mut out = Vec::new();
+        for q in &mut self.inputs {
+            while let Some(slot) = frames.pop_front(&mut q.packets) {
+                out.push((slot, frames.time(slot)));
+            }
+            q.next_ready = NO_INPUT;
+        }
+        while let Some(slot) = frames.pop_front(&mut self.maturing) {
+            out.push((slot, frames.time(slot)));
+        }
+        (self.rr_head, self.rr_tail) = (NO_INPUT, NO_INPUT);
+        self.first_ready = NEVER;
+        self.bytes = 0;
+        out
+    }
+
     pub(super) fn join_round_robin(&mut self, input: u16) {
         self.inputs[input as usize].next_ready = NO_INPUT;
         match self.rr_tail {

@@ -87,4 +87,9 @@ pub(crate) enum Event {
     LocalDone { flow: u32 },
     /// Look for a credit-loop deadlock.
     DeadlockCheck,
+    /// A failure's links go down or up, or the routes change around them.
+    Failure {
+        failure: u32,
+        phase: crate::driver::failure::Phase,
+    },
 }

@@ -20,6 +20,9 @@ impl Simulation {
     /// sendable, arranges to be woken when something becomes ready.
     #[inline(always)]
     pub(super) fn try_transmit(&mut self, port: PortId) {
+        if self.failures.is_down(port) {
+            return; // Its failure's end calls again.
+        }
         if !self.ports[port.index()].busy {
             self.start_next(port);
         }

@@ -6,6 +6,7 @@
 
 use super::config::IbConfig;
 use super::sharp::SharpGroup;
+use crate::driver::failure::Failures;
 use crate::driver::BuildError;
 use crate::driver::{self, Lifecycle, LifecycleEvent, MessageFabric, RunState, Ties};
 use crate::parallel::{InFlight, Part, Splittable};
@@ -24,6 +25,7 @@ mod capture;
 mod deadlock;
 mod delivery;
 mod egress;
+mod failure;
 mod frame;
 mod hca;
 mod link;
@@ -90,6 +92,8 @@ pub struct Simulation {
     part: Option<Part<Frame>>,
     /// The run's lookahead (see [`driver::lookahead`]).
     lookahead: Time,
+    /// Ports down and routed around (see [`crate::driver::failure`]).
+    failures: Failures,
 }
 
 impl Simulation {
@@ -165,6 +169,7 @@ impl Simulation {
         let state_bytes = ports.len() * std::mem::size_of::<PortState>()
             + egress.len() * std::mem::size_of::<EgressVl>();
         let mut sim = Simulation {
+            failures: cfg.failures.start(topo.ports().len()),
             cfg,
             topo,
             routes,
@@ -199,6 +204,7 @@ impl Simulation {
             lookahead: grid,
         };
         sim.schedule_credit_refreshes();
+        sim.schedule_failures();
         // Where the ports and egress queues alone outgrow the cache, so do the event
         // queue's nodes: a dense fabric's drained bucket is a list of dozens of them.
         sim.state.queue.walk_ahead(state_bytes > WORTH_ABOVE_BYTES);
@@ -236,7 +242,7 @@ impl Simulation {
             Event::Post { flow } | Event::LocalDone { flow } => {
                 self.state.flows[flow as usize].nic_port
             }
-            Event::DeadlockCheck => self.ties.global(),
+            Event::DeadlockCheck | Event::Failure { .. } => self.ties.global(),
         }
     }
 
@@ -291,6 +297,7 @@ impl Simulation {
             Event::DeadlockCheck => self.check_deadlock(),
             Event::LocalDone { flow } => self.local_done(flow),
             Event::Post { flow } => self.post(flow),
+            Event::Failure { failure, phase } => self.on_failure(failure, phase),
         }
     }
 

@@ -172,6 +172,11 @@ pub(crate) enum Event {
     Watchdog { port: u32 },
     /// Sample every active flow's rates.
     SampleRates,
+    /// A failure's links go down or up, or the routes change around them.
+    Failure {
+        failure: u32,
+        phase: crate::driver::failure::Phase,
+    },
 }
 
 /// A frame as it left its port: packets as they leave their source NIC, PFC frames as

@@ -5,6 +5,7 @@
 //! the state they share.
 
 use super::config::{LoadBalancing, RoceConfig, FLOWLET_ENTRIES};
+use crate::driver::failure::Failures;
 use crate::driver::BuildError;
 use crate::driver::{self, Lifecycle, LifecycleEvent, MessageFabric, RunState, Ties};
 use crate::parallel::{InFlight, Part, Splittable};
@@ -18,6 +19,7 @@ use fabricsim_core::wire::roce::{self};
 
 mod capture;
 mod delivery;
+mod failure;
 mod frame;
 mod nic;
 mod pfc;
@@ -103,6 +105,8 @@ pub struct Simulation {
     pfc_cycles: Vec<Deadlock>,
     trips_at_last_cycle: u64,
     watchdog_trips: u64,
+    /// Ports down and routed around (see [`crate::driver::failure`]).
+    failures: Failures,
 }
 
 impl Simulation {
@@ -165,7 +169,9 @@ impl Simulation {
         let flows = flows(&cfg, &topo, workload, reaction.as_ref());
         let port_bytes = ports.len() * std::mem::size_of::<PortState>();
         let (flowlets, flowlet_base) = flowlet_tables(&cfg, &topo);
+        let failures = cfg.failures.start(topo.ports().len());
         let mut sim = Simulation {
+            failures,
             nics: vec![Nic::default(); topo.host_count() as usize],
             cfg,
             topo,
@@ -209,6 +215,7 @@ impl Simulation {
         sim.creator = sim.ties.setup();
         sim.state.queue.walk_ahead(sim.prefetch_deep);
         sim.schedule_pause_storms();
+        sim.schedule_failures();
         if sim.cfg.record_rates && !messages.is_empty() && sim.part.is_none() {
             sim.schedule_global(sim.cfg.rate_sample, Event::SampleRates);
         }
@@ -266,7 +273,7 @@ impl Simulation {
                 self.state.flows[flow as usize].nic_port
             }
             Event::Stall { host, .. } => self.topo.host_port(HostId(host)).0,
-            Event::DeadlockCheck | Event::SampleRates => self.ties.global(),
+            Event::DeadlockCheck | Event::SampleRates | Event::Failure { .. } => self.ties.global(),
         }
     }
 
@@ -349,6 +356,7 @@ impl Simulation {
             Event::Stall { host, stalled } => self.set_stalled(HostId(host), stalled),
             Event::Watchdog { port } => self.watchdog(PortId(port), now),
             Event::SampleRates => self.sample_rates(now),
+            Event::Failure { failure, phase } => self.on_failure(failure, phase, now),
         }
     }
 

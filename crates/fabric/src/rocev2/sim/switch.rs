@@ -95,6 +95,20 @@ impl Simulation {
         now: Time,
     ) {
         let mut out = pkt.port.egress();
+        if self.failures.any() {
+            if self.failures.switch_is_down(node) {
+                // A dead switch takes nothing in.
+                self.frames.free(slot);
+                if pkt.kind == Kind::Data {
+                    self.drop_data(input, pkt);
+                }
+                return;
+            }
+            if self.failures.avoided(out) {
+                // Routed before the routes went around a dead port.
+                out = self.route(node, &pkt);
+            }
+        }
         if self.cfg.load_balancing.decides_on_arrival() {
             out = self.rebalance(node, &pkt, out, now);
         }

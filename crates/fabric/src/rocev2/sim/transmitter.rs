@@ -11,6 +11,9 @@ impl Simulation {
     /// Starts the port's next frame if its transmitter is free; otherwise arranges to be
     /// woken when something becomes sendable.
     pub(super) fn try_transmit(&mut self, port: PortId) {
+        if self.failures.is_down(port) {
+            return; // Its failure's end calls again.
+        }
         let now = self.state.queue.now();
         let p = &mut self.ports[port.index()];
         if p.busy {
