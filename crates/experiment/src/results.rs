@@ -80,6 +80,9 @@ pub struct Summary {
     pub collectives: Vec<CollectiveResult>,
     /// Every training job.
     pub training: Vec<TrainingResult>,
+    /// With `[[failure]]`: what the failures cost, against the same run without them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure_impact: Option<FailureImpact>,
     /// With `[[job]]`: each job's placement and its own flows' figures.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub jobs: Vec<JobResult>,
@@ -549,6 +552,7 @@ pub fn summary(scenario: &Scenario, out: &Outcome) -> Summary {
         collectives: collective_results(out),
         training: training_of_jobs(scenario, training_results(out)),
         jobs: job_results(scenario, out),
+        failure_impact: None,
         data_path: data_path_summary(out),
         flow_level_notes: out.flow_notes.clone(),
         deadlock: r.deadlock.as_ref().map(DeadlockSummary::from),
@@ -576,6 +580,58 @@ pub struct JobResult {
     pub alone_makespan_ns: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slowdown_from_sharing: Option<f64>,
+}
+
+/// What a run's failures cost: its figures against a healthy twin's (the same scenario
+/// without `[[failure]]`).
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct FailureImpact {
+    /// The last completion, with the failures and without (null if a flow is unfinished).
+    pub makespan_ns: Option<u64>,
+    pub healthy_makespan_ns: Option<u64>,
+    /// Flows (messages) that finished later than in the healthy run, or not at all.
+    pub flows_delayed: u64,
+    /// The largest delay of a finished flow.
+    pub max_flow_delay_ns: u64,
+    /// Packets lost (a failed switch's) and packets sent again.
+    pub packets_dropped: u64,
+    pub retransmitted_packets: u64,
+    /// Goodput lost: the healthy run's goodput less this one's.
+    pub goodput_lost_gbps: f64,
+}
+
+impl FailureImpact {
+    pub fn of(run: &Summary, out: &Outcome, healthy: &Summary, healthy_out: &Outcome) -> Self {
+        let makespan = |o: &Outcome| {
+            let flows = &o.report.flows;
+            flows
+                .iter()
+                .map(|f| f.finish)
+                .collect::<Option<Vec<_>>>()
+                .and_then(|f| f.into_iter().max())
+                .map(|t| t.ns())
+        };
+        let (mut delayed, mut worst) = (0, 0);
+        for (f, h) in out.report.flows.iter().zip(&healthy_out.report.flows) {
+            match (f.finish, h.finish) {
+                (Some(a), Some(b)) if a > b => {
+                    delayed += 1;
+                    worst = worst.max((a - b).ns());
+                }
+                (None, _) => delayed += 1,
+                _ => {}
+            }
+        }
+        FailureImpact {
+            makespan_ns: makespan(out),
+            healthy_makespan_ns: makespan(healthy_out),
+            flows_delayed: delayed,
+            max_flow_delay_ns: worst,
+            packets_dropped: run.drops,
+            retransmitted_packets: run.retransmitted_packets,
+            goodput_lost_gbps: healthy.goodput_gbps - run.goodput_gbps,
+        }
+    }
 }
 
 /// Fills job `j`'s figures alone from the summary of a run of it alone.

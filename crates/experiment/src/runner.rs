@@ -864,6 +864,12 @@ pub fn execute(scenario: &Scenario, request: &RunRequest) -> Result<(Summary, Ou
         Vec::new()
     };
     runs.extend(alone.iter().map(|s| (s, None)));
+    // With failures, the same run without them: what they cost.
+    let healthy = (!scenario.failures.is_empty()).then(|| Scenario {
+        failures: Vec::new(),
+        ..scenario.clone()
+    });
+    runs.extend(healthy.iter().map(|s| (s, None)));
     let mut outcomes = run_all(&runs, request.threads).into_iter();
     let outcome = outcomes.next().expect("the main run")?;
     let sensitivity = if trains {
@@ -872,8 +878,14 @@ pub fn execute(scenario: &Scenario, request: &RunRequest) -> Result<(Summary, Ou
         None
     };
     let mut summary = summarize(scenario, &outcome, sensitivity.as_ref());
-    for (j, (s, o)) in alone.iter().zip(outcomes).enumerate() {
-        results::add_alone(&mut summary, j, &results::summary(s, &o?));
+    for (j, s) in alone.iter().enumerate() {
+        let o = outcomes.next().expect("an alone run")?;
+        results::add_alone(&mut summary, j, &results::summary(s, &o));
+    }
+    if let Some(h) = &healthy {
+        let o = outcomes.next().expect("the healthy run")?;
+        let impact = results::FailureImpact::of(&summary, &outcome, &results::summary(h, &o), &o);
+        summary.failure_impact = Some(impact);
     }
     if let Some(dir) = &request.out {
         results::write_out_dir(dir, &summary, &outcome)
