@@ -46,6 +46,28 @@ pub fn rows(c: &Comparison) -> Vec<(String, String)> {
             ),
         ));
     }
+    for (i, f) in s.failures.iter().enumerate() {
+        let what = match f.part {
+            crate::scenario::FailedPart::Link(a, b) => {
+                format!("the link between nodes {a} and {b}")
+            }
+            crate::scenario::FailedPart::Switch(n) => format!("switch {n}"),
+        };
+        let back = f
+            .until
+            .map_or(" for good".to_string(), |u| format!(" until {u}"));
+        rows.push((
+            format!("failure #{i}"),
+            format!(
+                "{what} down at {}{back}; InfiniBand re-routes after {} + {}, RoCEv2 after {} + {} (detection + re-route, estimates)",
+                f.at,
+                s.ib.failures.detection,
+                s.ib.failures.reroute,
+                s.roce.failures.detection,
+                s.roce.failures.reroute
+            ),
+        ));
+    }
     for (i, (t, owner)) in s.traffic.iter().zip(&s.traffic_jobs).enumerate() {
         let of = owner.map_or(String::new(), |j| format!(" of job \"{}\"", s.jobs[j].name));
         rows.push((format!("workload #{i}{of}"), traffic(t)));
