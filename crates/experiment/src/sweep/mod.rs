@@ -557,7 +557,7 @@ pub fn run_task(
 }
 
 /// The headline columns of results.csv after the swept keys.
-pub const HEADLINE: [&str; 21] = [
+pub const HEADLINE: [&str; 23] = [
     "fabric",
     "flows",
     "completed",
@@ -579,6 +579,8 @@ pub const HEADLINE: [&str; 21] = [
     "iteration_p99_ns",
     "job_makespan_ns",
     "job_slowdown_from_sharing",
+    "failure_flows_delayed",
+    "failure_max_flow_delay_ns",
 ];
 
 /// The headline figures of a point file, in [`HEADLINE`] order.
@@ -610,6 +612,8 @@ fn headline(v: &Value) -> Vec<String> {
         plain(&v["training"][0]["iteration_percentiles_ns"]["p99"]),
         plain(&v["jobs"][0]["makespan_ns"]),
         plain(&v["jobs"][0]["slowdown_from_sharing"]),
+        plain(&v["failure_impact"]["flows_delayed"]),
+        plain(&v["failure_impact"]["max_flow_delay_ns"]),
     ]
 }
 
