@@ -107,11 +107,13 @@ fn every_example_gives_the_same_results_by_the_plain_schedule() {
 
 /// A small random fabric and workload: a leaf-spine of `leaves` x `hosts_per_leaf` hosts
 /// and `spines` spines (oversubscribed or not), with PFC and DCQCN on or off, shallow buffers so that pauses, marks and drops
-/// happen, and a mix of incasts and random pairs at staggered starts.
+/// happen, a mix of incasts and random pairs at staggered starts, and perhaps an uplink
+/// `(leaf, spine, at_ns, for_ns)` down for a while (re-routed 5 us after it fails).
 fn random_scenario(
     (leaves, hosts_per_leaf, spines): (u32, u32, u32),
     (pfc, dcqcn, buffer_kib): (bool, bool, u32),
     flows: &[(u32, u32, u32, u32)],
+    failure: Option<(u32, u32, u32, u32)>,
     seed: u64,
 ) -> Scenario {
     let hosts = leaves * hosts_per_leaf;
@@ -123,6 +125,15 @@ fn random_scenario(
     );
     let cc = if dcqcn { "dcqcn" } else { "none" };
     text.push_str(&format!("congestion_control = \"{cc}\"\n"));
+    if let Some((leaf, spine, at, down)) = failure {
+        // Node ids: the hosts, then the leaves, then the spines.
+        let (leaf, spine) = (hosts + leaf % leaves, hosts + leaves + spine % spines);
+        text.push_str(&format!(
+            "failure_detection = \"2us\"\nreroute_time = \"3us\"\n\
+             [[failure]]\nat = \"{at}ns\"\nuntil = \"{}ns\"\nlink = [{leaf}, {spine}]\n",
+            at + down
+        ));
+    }
     for &(src, dst, kib, start_ns) in flows {
         let (src, dst) = (src % hosts, dst % hosts);
         let dst = if dst == src { (dst + 1) % hosts } else { dst };
@@ -145,9 +156,10 @@ proptest! {
         shape in (2u32..4, 2u32..5, 1u32..3),
         switches in (any::<bool>(), any::<bool>(), 96u32..1024),
         flows in prop::collection::vec((0u32..16, 0u32..16, 1u32..400, 0u32..20_000), 1..24),
+        failure in prop::option::of((0u32..4, 0u32..3, 0u32..20_000, 1u32..20_000)),
         seed in 0u64..1000,
     ) {
-        let s = random_scenario(shape, switches, &flows, seed);
+        let s = random_scenario(shape, switches, &flows, failure, seed);
         assert_plain_agrees(&s, 1, "a random fabric");
         assert_plain_agrees(&s, 2, "a random fabric");
     }

@@ -168,6 +168,9 @@ impl RcSender {
     pub fn on_ack(&mut self, index: u32) -> bool {
         let was_done = self.is_acked();
         self.acked = self.acked.max(index + 1).min(self.packets);
+        // A cumulative ACK beyond a rewind (a packet overtaken on another path arrived
+        // after all): what it covers need not be sent again.
+        self.next = self.next.max(self.acked);
         self.settle();
         !was_done && self.is_acked()
     }
@@ -530,6 +533,20 @@ mod tests {
         s.on_ack(1);
         s.rewind(0);
         assert_eq!(s.next_segment().unwrap().index, 2);
+    }
+
+    /// A rewind overtaken by a cumulative ACK (the "lost" packet was only late, on
+    /// another path after a re-route): the sender goes on after what is acknowledged.
+    #[test]
+    fn an_ack_beyond_a_rewind_moves_the_sender_past_it() {
+        let mut s = RcSender::new(6 * 4096, 4096, 1);
+        for _ in 0..5 {
+            s.next_segment();
+        }
+        s.rewind(1);
+        s.on_ack(3);
+        assert_eq!(s.outstanding(), 0);
+        assert_eq!(s.next_segment().unwrap().index, 4);
     }
 
     /// Selective repeat resends exactly the packets lost, where go-back-N resends
