@@ -27,6 +27,36 @@ pub struct Percentiles {
     pub max: u64,
 }
 
+impl Percentiles {
+    /// Nearest-rank percentiles of `values`.
+    pub fn of(mut values: Vec<u64>) -> Percentiles {
+        values.sort_unstable();
+        Percentiles {
+            p50: percentile(&values, 50.0),
+            p99: percentile(&values, 99.0),
+            max: values.last().copied().unwrap_or(0),
+        }
+    }
+}
+
+/// The finished flows' completion times: at flow level a compact edge stands for its
+/// pieces, each counted at its piece's completion time, so both levels count and rank
+/// the same messages.
+fn fct_percentiles<'a>(flows: impl Iterator<Item = &'a FlowResult>) -> Percentiles {
+    let mut fcts: Vec<(u64, u64)> = flows
+        .filter_map(|f| {
+            let fct = f.piece_fct.or(f.finish.map(|t| t - f.start))?;
+            Some((fct.ns(), f.pieces))
+        })
+        .collect();
+    fcts.sort_unstable();
+    Percentiles {
+        p50: weighted_percentile(&fcts, 50.0),
+        p99: weighted_percentile(&fcts, 99.0),
+        max: fcts.last().map_or(0, |f| f.0),
+    }
+}
+
 /// The summary printed by `--json`: the contract's fields first, then ours.
 #[derive(Serialize, Debug, Clone, PartialEq)]
 pub struct Summary {
@@ -257,27 +287,14 @@ pub fn training_results(out: &Outcome) -> Vec<TrainingResult> {
                 None
             };
             let compute_ns = t.compute().ps() as f64 / 1e3;
-            let iteration_spread_ns = rank_iterations(out, t, ranges).map(|mut times| {
-                times.sort_unstable();
-                Percentiles {
-                    p50: percentile(&times, 50.0),
-                    p99: percentile(&times, 99.0),
-                    max: times.last().copied().unwrap_or(0),
-                }
-            });
+            let iteration_spread_ns = rank_iterations(out, t, ranges).map(Percentiles::of);
             let iteration_percentiles_ns = iteration.map(|_| {
                 let pool = if steady.is_empty() {
                     &iteration_ns[..]
                 } else {
                     &iteration_ns[1..]
                 };
-                let mut v: Vec<u64> = pool.iter().flatten().map(|&x| x.round() as u64).collect();
-                v.sort_unstable();
-                Percentiles {
-                    p50: percentile(&v, 50.0),
-                    p99: percentile(&v, 99.0),
-                    max: v.last().copied().unwrap_or(0),
-                }
+                Percentiles::of(pool.iter().flatten().map(|&x| x.round() as u64).collect())
             });
             TrainingResult {
                 job: None,
@@ -492,16 +509,6 @@ pub fn summary(scenario: &Scenario, out: &Outcome) -> Summary {
         .filter(|f| f.finish.is_some())
         .map(|f| f.pieces)
         .sum();
-    let mut fcts: Vec<(u64, u64)> = r
-        .flows
-        .iter()
-        .filter(|f| crosses_network(f, gpn))
-        .filter_map(|f| {
-            let fct = f.piece_fct.or(f.finish.map(|t| t - f.start))?;
-            Some((fct.ns(), f.pieces))
-        })
-        .collect();
-    fcts.sort_unstable();
     Summary {
         scenario: scenario.name.clone(),
         fabric: scenario.fabric.name(),
@@ -515,11 +522,7 @@ pub fn summary(scenario: &Scenario, out: &Outcome) -> Summary {
             completed: completed as usize,
             bytes: r.flows.iter().map(|f| f.bytes).sum(),
         },
-        fct_ns: Percentiles {
-            p50: weighted_percentile(&fcts, 50.0),
-            p99: weighted_percentile(&fcts, 99.0),
-            max: fcts.last().map_or(0, |f| f.0),
-        },
+        fct_ns: fct_percentiles(r.flows.iter().filter(|f| crosses_network(f, gpn))),
         goodput_gbps: goodput_gbps(r, gpn),
         drops: r.drops,
         retransmitted_packets: r.retransmitted_packets,
@@ -676,14 +679,6 @@ fn job_results(scenario: &Scenario, out: &Outcome) -> Vec<JobResult> {
                 .filter(|(_, owner)| **owner == Some(j))
                 .flat_map(|(r, _)| &out.report.flows[r.start as usize..r.end as usize])
                 .collect();
-            let mut fcts: Vec<(u64, u64)> = flows
-                .iter()
-                .filter_map(|f| {
-                    let fct = f.piece_fct.or(f.finish.map(|t| t - f.start))?;
-                    Some((fct.ns(), f.pieces))
-                })
-                .collect();
-            fcts.sort_unstable();
             let finished = flows.iter().all(|f| f.finish.is_some());
             let first = flows.iter().map(|f| f.start).min();
             let last = flows.iter().filter_map(|f| f.finish).max();
@@ -701,11 +696,7 @@ fn job_results(scenario: &Scenario, out: &Outcome) -> Vec<JobResult> {
                         .sum(),
                     bytes: flows.iter().map(|f| f.bytes).sum(),
                 },
-                fct_ns: Percentiles {
-                    p50: weighted_percentile(&fcts, 50.0),
-                    p99: weighted_percentile(&fcts, 99.0),
-                    max: fcts.last().map_or(0, |f| f.0),
-                },
+                fct_ns: fct_percentiles(flows.iter().copied()),
                 makespan_ns: first
                     .zip(last)
                     .filter(|_| finished)
