@@ -863,12 +863,22 @@ pub fn execute(scenario: &Scenario, request: &RunRequest) -> Result<(Summary, Ou
     } else {
         Vec::new()
     };
+    if !alone.is_empty() {
+        say_once(&format!(
+            "{} jobs: each also runs alone ({} more runs, beside the main one on spare threads) to measure what sharing the fabric costs it",
+            alone.len(),
+            alone.len()
+        ));
+    }
     runs.extend(alone.iter().map(|s| (s, None)));
     // With failures, the same run without them: what they cost.
     let healthy = (!scenario.failures.is_empty()).then(|| Scenario {
         failures: Vec::new(),
         ..scenario.clone()
     });
+    if healthy.is_some() {
+        say_once("failures: the scenario also runs without them (one more run) to measure what they cost");
+    }
     runs.extend(healthy.iter().map(|s| (s, None)));
     let mut outcomes = run_all(&runs, request.threads).into_iter();
     let outcome = outcomes.next().expect("the main run")?;
