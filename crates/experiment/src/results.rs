@@ -589,7 +589,8 @@ pub struct JobResult {
 /// without `[[failure]]`).
 #[derive(Serialize, Debug, Clone, PartialEq)]
 pub struct FailureImpact {
-    /// The last completion, with the failures and without (null if a flow is unfinished).
+    /// First start to last completion, with the failures and without (null if a flow is
+    /// unfinished).
     pub makespan_ns: Option<u64>,
     pub healthy_makespan_ns: Option<u64>,
     /// Flows (messages) that finished later than in the healthy run, or not at all.
@@ -605,15 +606,6 @@ pub struct FailureImpact {
 
 impl FailureImpact {
     pub fn of(run: &Summary, out: &Outcome, healthy: &Summary, healthy_out: &Outcome) -> Self {
-        let makespan = |o: &Outcome| {
-            let flows = &o.report.flows;
-            flows
-                .iter()
-                .map(|f| f.finish)
-                .collect::<Option<Vec<_>>>()
-                .and_then(|f| f.into_iter().max())
-                .map(|t| t.ns())
-        };
         let (mut delayed, mut worst) = (0, 0);
         for (f, h) in out.report.flows.iter().zip(&healthy_out.report.flows) {
             match (f.finish, h.finish) {
@@ -626,8 +618,8 @@ impl FailureImpact {
             }
         }
         FailureImpact {
-            makespan_ns: makespan(out),
-            healthy_makespan_ns: makespan(healthy_out),
+            makespan_ns: makespan(out.report.flows.iter()),
+            healthy_makespan_ns: makespan(healthy_out.report.flows.iter()),
             flows_delayed: delayed,
             max_flow_delay_ns: worst,
             packets_dropped: run.drops,
@@ -635,6 +627,18 @@ impl FailureImpact {
             goodput_lost_gbps: healthy.goodput_gbps - run.goodput_gbps,
         }
     }
+}
+
+/// From the first flow's start to the last one's completion; None if one is unfinished
+/// (or there are none).
+fn makespan<'a>(flows: impl Iterator<Item = &'a FlowResult> + Clone) -> Option<u64> {
+    let first = flows.clone().map(|f| f.start).min()?;
+    let last = flows
+        .map(|f| f.finish)
+        .collect::<Option<Vec<_>>>()?
+        .into_iter()
+        .max()?;
+    Some((last - first).ns())
 }
 
 /// Fills job `j`'s figures alone from the summary of a run of it alone.
@@ -679,9 +683,6 @@ fn job_results(scenario: &Scenario, out: &Outcome) -> Vec<JobResult> {
                 .filter(|(_, owner)| **owner == Some(j))
                 .flat_map(|(r, _)| &out.report.flows[r.start as usize..r.end as usize])
                 .collect();
-            let finished = flows.iter().all(|f| f.finish.is_some());
-            let first = flows.iter().map(|f| f.start).min();
-            let last = flows.iter().filter_map(|f| f.finish).max();
             JobResult {
                 job: job.name.clone(),
                 placement: job.placement.name(),
@@ -697,10 +698,7 @@ fn job_results(scenario: &Scenario, out: &Outcome) -> Vec<JobResult> {
                     bytes: flows.iter().map(|f| f.bytes).sum(),
                 },
                 fct_ns: fct_percentiles(flows.iter().copied()),
-                makespan_ns: first
-                    .zip(last)
-                    .filter(|_| finished)
-                    .map(|(a, b)| (b - a).ns()),
+                makespan_ns: makespan(flows.iter().copied()),
                 alone_makespan_ns: None,
                 slowdown_from_sharing: None,
             }

@@ -92,6 +92,17 @@ impl FailureSpec {
     }
 }
 
+/// Why InfiniBand cannot run `failures`, if it cannot: a switch failing for good, whose
+/// packets only a transport retransmission (not modelled there) would recover.
+pub fn infiniband_refusal(failures: &[FailureSpec]) -> Option<String> {
+    let i = failures
+        .iter()
+        .position(|f| matches!(f.part, FailedPart::Switch(_)) && f.until.is_none())?;
+    Some(format!(
+        "failure[{i}]: a switch failure on InfiniBand needs `until`: the model has no transport retransmission (the ack timeout) to recover what a dead switch held"
+    ))
+}
+
 /// Reads every `[[failure]]`.
 pub(super) fn parse(c: &Ctx, entries: &[FileFailure]) -> Result<Vec<FailureSpec>, ScenarioError> {
     entries

@@ -360,13 +360,8 @@ impl Scenario {
             }
         }
         if kind == FabricKind::Infiniband || designed {
-            if let Some(i) = failures
-                .iter()
-                .position(|f| matches!(f.part, FailedPart::Switch(_)) && f.until.is_none())
-            {
-                return Err(invalid(format!(
-                    "failure[{i}]: a switch failure on InfiniBand needs `until`: the model has no transport retransmission (the ack timeout) to recover what a dead switch held"
-                )));
+            if let Some(why) = failure::infiniband_refusal(&failures) {
+                return Err(invalid(why));
             }
         }
         let setting = traffic::Setting {
@@ -487,13 +482,8 @@ impl Scenario {
             .map(|(i, f)| f.on(topo, i))
             .collect::<Result<_, _>>()?;
         if self.fabric == FabricKind::Infiniband {
-            if let Some(i) = list
-                .iter()
-                .position(|f| f.switch.is_some() && f.until.is_none())
-            {
-                return Err(format!(
-                    "failure[{i}]: a switch failure on InfiniBand needs `until`: the model has no transport retransmission (the ack timeout) to recover what a dead switch held"
-                ));
+            if let Some(why) = failure::infiniband_refusal(&self.failures) {
+                return Err(why);
             }
         }
         Ok(list)
