@@ -3,10 +3,10 @@
 //! and the JSON object of SCENARIO.md v2.
 
 use crate::decision::uncertainty::{self, Surface};
-use crate::decision::{self, Design, NetworkCost, Recommendation, Tuning};
+use crate::decision::{self, Candidates, Design, NetworkCost, Recommendation, Tuning};
 use crate::results::{Percentiles, Summary};
 use crate::runner::{self, Outcome};
-use crate::scenario::Scenario;
+use crate::scenario::{Scenario, INFINIBAND, ROCEV2, ROCEV2_ADAPTIVE};
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -23,6 +23,9 @@ pub struct FabricRun {
 pub struct Comparison {
     /// InfiniBand, then RoCEv2.
     pub runs: [FabricRun; 2],
+    /// Ethernet with adaptive routing or spraying, when `[compare]` names
+    /// "rocev2-adaptive".
+    pub adaptive: Option<FabricRun>,
     pub recommendation: Recommendation,
     /// RoCEv2 with the tuner's settings (`compare --tune`), and what the tuner found.
     pub tuned: Option<(FabricRun, Tuning)>,
@@ -41,11 +44,24 @@ struct FabricJson<'a> {
     cost: &'a NetworkCost,
 }
 
-/// `{"infiniband": R, "rocev2": R, "recommendation": D}`.
+/// A candidate's R.
+fn r(run: &FabricRun) -> FabricJson<'_> {
+    FabricJson {
+        summary: &run.summary,
+        design: &run.design,
+        cost: &run.cost,
+    }
+}
+
+/// `{"infiniband": R, "rocev2": R, "recommendation": D}`, and R of each further
+/// candidate.
 #[derive(Serialize)]
 struct ComparisonJson<'a> {
     infiniband: FabricJson<'a>,
     rocev2: FabricJson<'a>,
+    /// Ethernet with adaptive routing or spraying, when `[compare]` names it.
+    #[serde(rename = "rocev2-adaptive", skip_serializing_if = "Option::is_none")]
+    rocev2_adaptive: Option<FabricJson<'a>>,
     /// RoCEv2 with the tuner's settings, with `compare --tune`.
     #[serde(rename = "rocev2-tuned", skip_serializing_if = "Option::is_none")]
     rocev2_tuned: Option<TunedJson<'a>>,
@@ -63,20 +79,12 @@ struct TunedJson<'a> {
 impl Comparison {
     /// The JSON object `compare --json` prints and the report's summary.json holds.
     pub fn to_json(&self) -> String {
-        let r = |i: usize| FabricJson {
-            summary: &self.runs[i].summary,
-            design: &self.runs[i].design,
-            cost: &self.runs[i].cost,
-        };
         let v = ComparisonJson {
-            infiniband: r(0),
-            rocev2: r(1),
+            infiniband: r(&self.runs[0]),
+            rocev2: r(&self.runs[1]),
+            rocev2_adaptive: self.adaptive.as_ref().map(r),
             rocev2_tuned: self.tuned.as_ref().map(|(run, tuning)| TunedJson {
-                run: FabricJson {
-                    summary: &run.summary,
-                    design: &run.design,
-                    cost: &run.cost,
-                },
+                run: r(run),
                 tuning,
             }),
             recommendation: &self.recommendation,
@@ -89,11 +97,12 @@ impl Comparison {
     }
 }
 
-/// Runs `scenario` on InfiniBand and on RoCEv2 (training jobs with their +1 us
-/// sensitivity run; RoCEv2 rates recorded if `rates`; each catalog latency of a design
-/// at the ends of its range), prices both and decides across the ranges. The runs go up
-/// to `threads` at a time, the fabrics' main runs first; the comparison is the same for
-/// any number of threads.
+/// Runs `scenario` on InfiniBand and on RoCEv2, and on Ethernet with adaptive routing
+/// when `[compare]` names "rocev2-adaptive" (training jobs with their +1 us sensitivity
+/// run; RoCEv2 rates recorded if `rates`; each catalog latency of a design at the ends
+/// of its range), prices each and decides across the ranges. The runs go up to
+/// `threads` at a time, the main runs first; the comparison is the same for any number
+/// of threads.
 pub fn run_both(scenario: &Scenario, rates: bool, threads: usize) -> Result<Comparison, String> {
     runner::require_traffic(scenario)?;
     let fabrics = scenario
@@ -105,26 +114,38 @@ pub fn run_both(scenario: &Scenario, rates: bool, threads: usize) -> Result<Comp
             fabrics[1].roce.mtu
         ));
     }
+    // The adaptive candidate runs at RoCEv2's level, so that like is compared with like.
+    let adaptive = scenario.adaptive_candidate().map(|mut s| {
+        s.level = fabrics[1].level;
+        s.level_reason = fabrics[1].level_reason.clone();
+        runner::recording_rates(&s, rates)
+    });
+    let mains: Vec<&Scenario> = fabrics.iter().chain(&adaptive).collect();
     let trains = runner::has_training(scenario);
-    let plus = fabrics.each_ref().map(runner::plus_one_us_per_exchange);
+    let plus: Vec<Scenario> = if trains {
+        mains
+            .iter()
+            .map(|s| runner::plus_one_us_per_exchange(s))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let run_inputs = uncertainty::run_inputs(scenario);
-    let ends = uncertainty::end_runs(&run_inputs);
+    let ends = uncertainty::end_runs(&run_inputs, adaptive.is_some());
     let end_scenarios: Vec<Scenario> = ends
         .iter()
-        .map(|e| runner::recording_rates(&e.scenario(&fabrics, &run_inputs), false))
+        .map(|e| runner::recording_rates(&e.scenario(&mains, &run_inputs), false))
         .collect();
-    let mut jobs: Vec<_> = fabrics.iter().map(|s| (s, None)).collect();
-    if trains {
-        jobs.extend(plus.iter().map(|s| (s, None)));
-    }
-    jobs.extend(end_scenarios.iter().map(|s| (s, None)));
+    let jobs: Vec<_> = mains
+        .iter()
+        .copied()
+        .chain(&plus)
+        .chain(&end_scenarios)
+        .map(|s| (s, None))
+        .collect();
     let mut outcomes = runner::run_all(&jobs, threads).into_iter();
-    let mains = [outcomes.next(), outcomes.next()].map(|o| o.expect("two main runs"));
-    let pluses = if trains {
-        [outcomes.next(), outcomes.next()]
-    } else {
-        [None, None]
-    };
+    let main_outcomes: Vec<_> = outcomes.by_ref().take(mains.len()).collect();
+    let plus_outcomes: Vec<_> = outcomes.by_ref().take(plus.len()).collect();
     let end_hours: Vec<_> = ends
         .iter()
         .zip(&end_scenarios)
@@ -136,40 +157,63 @@ pub fn run_both(scenario: &Scenario, rates: bool, threads: usize) -> Result<Comp
             (*e, hours)
         })
         .collect();
-    let mut runs = Vec::with_capacity(2);
-    for ((s, outcome), sensitivity) in fabrics.into_iter().zip(mains).zip(pluses) {
-        let outcome = outcome?;
-        let sensitivity = sensitivity.transpose()?;
-        let summary = runner::summarize(&s, &outcome, sensitivity.as_ref());
-        let topo = s.build_topology()?;
-        let (design, cost) = decision::price(&s, s.fabric, &topo, &summary);
-        runs.push(FabricRun {
-            scenario: s,
-            summary,
-            outcome,
-            design,
-            cost,
-        });
+    let mut plus_outcomes = plus_outcomes
+        .into_iter()
+        .map(Some)
+        .chain(std::iter::repeat_with(|| None));
+    let mut runs = Vec::with_capacity(mains.len());
+    for (s, outcome) in mains.into_iter().zip(main_outcomes) {
+        let sensitivity = plus_outcomes.next().flatten().transpose()?;
+        runs.push(fabric_run(s.clone(), outcome?, sensitivity.as_ref())?);
     }
+    let adaptive = (runs.len() == 3).then(|| runs.pop().expect("three runs"));
     let runs: [FabricRun; 2] = runs.try_into().ok().expect("two fabrics");
     let costs = [&runs[0].cost, &runs[1].cost];
-    let surface = Surface::new(scenario, costs, run_inputs, &end_hours);
+    let surface = Surface::new(
+        scenario,
+        costs,
+        adaptive.as_ref().map(|a| &a.cost),
+        run_inputs,
+        &end_hours,
+    );
     let ends_unfinished = end_hours.iter().any(|e| e.1.is_none());
     let recommendation = decision::recommend(
         scenario,
         [&runs[0].summary, &runs[1].summary],
         costs,
+        Candidates {
+            adaptive: adaptive.as_ref().map(|a| (&a.summary, &a.cost)),
+            tuned: None,
+        },
         surface.as_ref(),
         ends_unfinished,
-        None,
     );
     Ok(Comparison {
         runs,
+        adaptive,
         recommendation,
         tuned: None,
         scenario: scenario.clone(),
         surface,
         ends_unfinished,
+    })
+}
+
+/// One candidate's run summarised (with its +1 us twin, if any), its design and price.
+fn fabric_run(
+    s: Scenario,
+    outcome: Outcome,
+    sensitivity: Option<&Outcome>,
+) -> Result<FabricRun, String> {
+    let summary = runner::summarize(&s, &outcome, sensitivity);
+    let topo = s.build_topology()?;
+    let (design, cost) = decision::price(&s, s.fabric, &topo, &summary);
+    Ok(FabricRun {
+        scenario: s,
+        summary,
+        outcome,
+        design,
+        cost,
     })
 }
 
@@ -188,16 +232,7 @@ impl Comparison {
         let outcome = runner::run_all(&[(&s, None)], threads)
             .pop()
             .expect("one run")?;
-        let summary = runner::summarize(&s, &outcome, None);
-        let topo = s.build_topology()?;
-        let (design, cost) = decision::price(&s, s.fabric, &topo, &summary);
-        let run = FabricRun {
-            scenario: s,
-            summary,
-            outcome,
-            design,
-            cost,
-        };
+        let run = fabric_run(s, outcome, None)?;
         // The tuned row is this run's (at compare's level); the robust worst is the tuner's,
         // and never better than this run.
         if let Some(h) = run.cost.job_hours {
@@ -212,9 +247,12 @@ impl Comparison {
             &self.scenario,
             self.summaries(),
             [&self.runs[0].cost, &self.runs[1].cost],
+            Candidates {
+                adaptive: self.adaptive.as_ref().map(|a| (&a.summary, &a.cost)),
+                tuned: Some((&tuning, &run.cost)),
+            },
             surface.as_ref(),
             self.ends_unfinished,
-            Some((&tuning, &run.cost)),
         );
         self.surface = surface;
         self.tuned = Some((run, tuning));
@@ -222,274 +260,187 @@ impl Comparison {
     }
 }
 
-/// A row of the table: its name, both fabrics' figures, and whether RoCEv2 / InfiniBand
-/// means something.
-pub type Row = (String, f64, f64, bool);
+/// A row of the table: its name, each candidate's figure (in the order of
+/// [`Comparison::candidates`]), and whether a candidate's figure over InfiniBand's means
+/// something.
+pub struct Row {
+    pub name: String,
+    pub values: Vec<f64>,
+    pub ratio: bool,
+}
+
+impl Comparison {
+    /// The candidates compared, by name: InfiniBand, RoCEv2, then Ethernet with adaptive
+    /// routing when asked.
+    pub fn candidates(&self) -> Vec<(&'static str, &FabricRun)> {
+        let mut v = vec![(INFINIBAND, &self.runs[0]), (ROCEV2, &self.runs[1])];
+        v.extend(self.adaptive.as_ref().map(|a| (ROCEV2_ADAPTIVE, a)));
+        v
+    }
+
+    /// A row whose figure `f` reads from each candidate's run.
+    fn row(&self, name: impl Into<String>, ratio: bool, f: impl Fn(&FabricRun) -> f64) -> Row {
+        Row {
+            name: name.into(),
+            values: self.candidates().into_iter().map(|(_, r)| f(r)).collect(),
+            ratio,
+        }
+    }
+}
+
+/// A missing figure as NaN (shown as "-").
+fn or_nan(x: Option<f64>) -> f64 {
+    x.unwrap_or(f64::NAN)
+}
 
 /// The network rows: design and cost.
 fn network_rows(c: &Comparison) -> Vec<Row> {
-    let [a, b] = [&c.runs[0], &c.runs[1]];
-    let mut rows: Vec<Row> = vec![
-        (
-            "tiers".into(),
-            a.design.tiers as f64,
-            b.design.tiers as f64,
-            false,
-        ),
-        (
-            "switches".into(),
-            a.design.switches as f64,
-            b.design.switches as f64,
-            true,
-        ),
-        (
-            "links".into(),
-            a.design.links as f64,
-            b.design.links as f64,
-            false,
-        ),
-        (
-            "network capex (USD)".into(),
-            a.cost.capex_usd.round(),
-            b.cost.capex_usd.round(),
-            true,
-        ),
-        (
-            "network power (kW, PUE)".into(),
-            a.cost.power_kw,
-            b.cost.power_kw,
-            true,
-        ),
-        (
-            "network opex (USD/year)".into(),
-            a.cost.opex_usd_per_year.round(),
-            b.cost.opex_usd_per_year.round(),
-            true,
-        ),
-        (
-            "network lifetime (USD)".into(),
-            a.cost.lifetime_usd.round(),
-            b.cost.lifetime_usd.round(),
-            true,
-        ),
+    let mut rows = vec![
+        c.row("tiers", false, |r| r.design.tiers as f64),
+        c.row("switches", true, |r| r.design.switches as f64),
+        c.row("links", false, |r| r.design.links as f64),
+        c.row("network capex (USD)", true, |r| r.cost.capex_usd.round()),
+        c.row("network power (kW, PUE)", true, |r| r.cost.power_kw),
+        c.row("network opex (USD/year)", true, |r| {
+            r.cost.opex_usd_per_year.round()
+        }),
+        c.row("network lifetime (USD)", true, |r| {
+            r.cost.lifetime_usd.round()
+        }),
     ];
-    if let (Some(x), Some(y)) = (a.cost.job_hours, b.cost.job_hours) {
-        rows.push(("job time (h)".into(), x, y, true));
+    let all = |f: &dyn Fn(&FabricRun) -> bool| c.candidates().iter().all(|(_, r)| f(r));
+    if all(&|r| r.cost.job_hours.is_some()) {
+        rows.push(c.row("job time (h)", true, |r| or_nan(r.cost.job_hours)));
     }
-    if let (Some(x), Some(y)) = (a.cost.job_cost_usd, b.cost.job_cost_usd) {
-        rows.push(("job cost (USD)".into(), x, y, true));
+    if all(&|r| r.cost.job_cost_usd.is_some()) {
+        rows.push(c.row("job cost (USD)", true, |r| or_nan(r.cost.job_cost_usd)));
     }
-    if let (Some(x), Some(y)) = (&a.summary.link_load, &b.summary.link_load) {
-        rows.push((
-            "busiest switch link / mean".into(),
-            x.max_over_mean,
-            y.max_over_mean,
-            true,
-        ));
+    if all(&|r| r.summary.link_load.is_some()) {
+        rows.push(c.row("busiest switch link / mean", true, |r| {
+            or_nan(r.summary.link_load.as_ref().map(|l| l.max_over_mean))
+        }));
     }
     rows
+}
+
+/// The rows of training entry `i`, named `n`.
+fn training_rows(c: &Comparison, i: usize, n: &str, rows: &mut Vec<Row>) {
+    let t = |r: &FabricRun| r.summary.training.get(i).cloned();
+    let ms = |x: Option<f64>| or_nan(x) / 1e6;
+    rows.push(c.row(format!("{n} iteration (ms)"), true, |r| {
+        ms(t(r).and_then(|t| t.iteration_time_ns))
+    }));
+    // Jitter: iteration to iteration, and over ranks, beside the mean.
+    let pick = |p: Option<Percentiles>, k: usize| p.map(|p| [p.p50, p.p99, p.max][k] as f64);
+    for (k, what) in ["iteration p50", "iteration p99", "iteration max"]
+        .iter()
+        .enumerate()
+    {
+        rows.push(c.row(format!("{n} {what} (ms)"), true, |r| {
+            ms(t(r).and_then(|t| pick(t.iteration_percentiles_ns, k)))
+        }));
+    }
+    for (k, what) in [(1, "rank iteration p99"), (2, "rank iteration max")] {
+        rows.push(c.row(format!("{n} {what} (ms)"), true, |r| {
+            ms(t(r).and_then(|t| pick(t.iteration_spread_ns, k)))
+        }));
+    }
+    rows.push(c.row(format!("{n} compute (ms)"), false, |r| {
+        ms(t(r).map(|t| t.compute_ns))
+    }));
+    rows.push(c.row(format!("{n} exposed comm (ms)"), true, |r| {
+        ms(t(r).and_then(|t| t.exposed_communication_ns))
+    }));
+    rows.push(c.row(format!("{n} job (h)"), true, |r| {
+        or_nan(t(r).and_then(|t| t.projected_job_seconds)) / 3600.0
+    }));
+    let extra = |r: &FabricRun| or_nan(t(r).and_then(|t| t.extra_job_seconds_per_us_per_exchange));
+    rows.push(c.row(format!("{n} +1us/exchange (s)"), false, extra));
+    // What those seconds cost: the cluster's GPUs and network for that long.
+    rows.push(c.row(format!("{n} +1us/exchange (USD)"), false, |r| {
+        let cost = &r.cost;
+        extra(r) / 3600.0 * (cost.gpus as f64 * cost.gpu_usd_per_hour + cost.network_usd_per_hour)
+    }));
 }
 
 /// The workload rows: collectives, training jobs and data paths.
 fn workload_rows(c: &Comparison) -> Vec<Row> {
-    let [a, b] = c.summaries();
+    let first = &c.runs[0].summary;
     let mut rows: Vec<Row> = Vec::new();
-    let or0 = |x: Option<f64>| x.unwrap_or(f64::NAN);
-    for (i, (x, y)) in a.collectives.iter().zip(&b.collectives).enumerate() {
+    for (i, x) in first.collectives.iter().enumerate() {
         let name = format!("#{i} {} {} {}B", x.op, x.algorithm, x.size);
-        rows.push((
-            format!("{name} time (us)"),
-            or0(x.time_ns) / 1e3,
-            or0(y.time_ns) / 1e3,
-            true,
-        ));
-        rows.push((
-            format!("{name} algbw (GB/s)"),
-            or0(x.algbw_gbps),
-            or0(y.algbw_gbps),
-            true,
-        ));
-        rows.push((
-            format!("{name} busbw (GB/s)"),
-            or0(x.busbw_gbps),
-            or0(y.busbw_gbps),
-            true,
-        ));
+        let col = |r: &FabricRun| r.summary.collectives.get(i).cloned();
+        rows.push(c.row(format!("{name} time (us)"), true, |r| {
+            or_nan(col(r).and_then(|x| x.time_ns)) / 1e3
+        }));
+        rows.push(c.row(format!("{name} algbw (GB/s)"), true, |r| {
+            or_nan(col(r).and_then(|x| x.algbw_gbps))
+        }));
+        rows.push(c.row(format!("{name} busbw (GB/s)"), true, |r| {
+            or_nan(col(r).and_then(|x| x.busbw_gbps))
+        }));
     }
-    for (i, (x, y)) in a.training.iter().zip(&b.training).enumerate() {
+    for (i, x) in first.training.iter().enumerate() {
         let n = match &x.job {
             Some(job) => format!("training #{i} (job {job})"),
             None => format!("training #{i}"),
         };
-        rows.push((
-            format!("{n} iteration (ms)"),
-            or0(x.iteration_time_ns) / 1e6,
-            or0(y.iteration_time_ns) / 1e6,
-            true,
-        ));
-        // Jitter: iteration to iteration, and over ranks, beside the mean.
-        let ms = |p: &Option<Percentiles>, k: usize| {
-            p.as_ref()
-                .map_or(f64::NAN, |p| [p.p50, p.p99, p.max][k] as f64 / 1e6)
-        };
-        for (k, what) in ["iteration p50", "iteration p99", "iteration max"]
-            .iter()
-            .enumerate()
-        {
-            let (u, v) = (&x.iteration_percentiles_ns, &y.iteration_percentiles_ns);
-            rows.push((format!("{n} {what} (ms)"), ms(u, k), ms(v, k), true));
-        }
-        for (k, what) in [(1, "rank iteration p99"), (2, "rank iteration max")] {
-            let (u, v) = (&x.iteration_spread_ns, &y.iteration_spread_ns);
-            rows.push((format!("{n} {what} (ms)"), ms(u, k), ms(v, k), true));
-        }
-        rows.push((
-            format!("{n} compute (ms)"),
-            x.compute_ns / 1e6,
-            y.compute_ns / 1e6,
-            false,
-        ));
-        rows.push((
-            format!("{n} exposed comm (ms)"),
-            or0(x.exposed_communication_ns) / 1e6,
-            or0(y.exposed_communication_ns) / 1e6,
-            true,
-        ));
-        rows.push((
-            format!("{n} job (h)"),
-            or0(x.projected_job_seconds) / 3600.0,
-            or0(y.projected_job_seconds) / 3600.0,
-            true,
-        ));
-        rows.push((
-            format!("{n} +1us/exchange (s)"),
-            or0(x.extra_job_seconds_per_us_per_exchange),
-            or0(y.extra_job_seconds_per_us_per_exchange),
-            false,
-        ));
-        // What those seconds cost: the cluster's GPUs and network for that long.
-        let usd = |k: usize, extra: Option<f64>| {
-            let cost = &c.runs[k].cost;
-            or0(extra) / 3600.0
-                * (cost.gpus as f64 * cost.gpu_usd_per_hour + cost.network_usd_per_hour)
-        };
-        rows.push((
-            format!("{n} +1us/exchange (USD)"),
-            usd(0, x.extra_job_seconds_per_us_per_exchange),
-            usd(1, y.extra_job_seconds_per_us_per_exchange),
-            false,
-        ));
+        training_rows(c, i, &n, &mut rows);
     }
-    for (x, y) in a.jobs.iter().zip(&b.jobs) {
+    for (i, x) in first.jobs.iter().enumerate() {
         let n = format!(
             "job {} ({} GPUs {} over {} leaves)",
             x.job, x.gpus, x.placement, x.leaves
         );
-        let ms = |v: Option<u64>| v.map_or(f64::NAN, |v| v as f64 / 1e6);
-        rows.push((
-            format!("{n} makespan (ms)"),
-            ms(x.makespan_ns),
-            ms(y.makespan_ns),
-            true,
-        ));
-        rows.push((
-            format!("{n} FCT p99 (us)"),
-            x.fct_ns.p99 as f64 / 1e3,
-            y.fct_ns.p99 as f64 / 1e3,
-            true,
-        ));
+        let job = |r: &FabricRun| r.summary.jobs.get(i).cloned();
+        rows.push(c.row(format!("{n} makespan (ms)"), true, |r| {
+            job(r)
+                .and_then(|j| j.makespan_ns)
+                .map_or(f64::NAN, |v| v as f64 / 1e6)
+        }));
+        rows.push(c.row(format!("{n} FCT p99 (us)"), true, |r| {
+            job(r).map_or(f64::NAN, |j| j.fct_ns.p99 as f64 / 1e3)
+        }));
     }
-    if let (Some(x), Some(y)) = (&a.data_path, &b.data_path) {
-        rows.push((
-            "data path latency (us)".into(),
-            x.mean_latency_ns / 1e3,
-            y.mean_latency_ns / 1e3,
-            true,
-        ));
+    if first.data_path.is_some() {
+        rows.push(c.row("data path latency (us)", true, |r| {
+            r.summary
+                .data_path
+                .as_ref()
+                .map_or(f64::NAN, |d| d.mean_latency_ns / 1e3)
+        }));
     }
     rows
 }
 
+/// A candidate's run summary.
+fn s(r: &FabricRun) -> &Summary {
+    &r.summary
+}
+
 /// The flow rows of every run.
 fn flow_rows(c: &Comparison) -> Vec<Row> {
-    let [a, b] = c.summaries();
     let us = |ns: u64| ns as f64 / 1e3;
     vec![
-        (
-            "flows completed".into(),
-            a.flows.completed as f64,
-            b.flows.completed as f64,
-            false,
-        ),
-        (
-            "simulated time (us)".into(),
-            us(a.sim_time_ns),
-            us(b.sim_time_ns),
-            true,
-        ),
-        (
-            "goodput (Gb/s)".into(),
-            a.goodput_gbps,
-            b.goodput_gbps,
-            true,
-        ),
-        (
-            "FCT p50 (us)".into(),
-            us(a.fct_ns.p50),
-            us(b.fct_ns.p50),
-            true,
-        ),
-        (
-            "FCT p99 (us)".into(),
-            us(a.fct_ns.p99),
-            us(b.fct_ns.p99),
-            true,
-        ),
-        (
-            "FCT max (us)".into(),
-            us(a.fct_ns.max),
-            us(b.fct_ns.max),
-            true,
-        ),
-        (
-            "peak queue (KiB)".into(),
-            a.peak_queue_bytes as f64 / 1024.0,
-            b.peak_queue_bytes as f64 / 1024.0,
-            true,
-        ),
-        ("drops".into(), a.drops as f64, b.drops as f64, false),
-        (
-            "retransmitted packets".into(),
-            a.retransmitted_packets as f64,
-            b.retransmitted_packets as f64,
-            false,
-        ),
-        (
-            "credit stall (us)".into(),
-            us(a.credit_stall_ns),
-            us(b.credit_stall_ns),
-            false,
-        ),
-        (
-            "PFC pause frames".into(),
-            a.pfc_pause_frames as f64,
-            b.pfc_pause_frames as f64,
-            false,
-        ),
-        (
-            "PFC paused (us)".into(),
-            us(a.pfc_paused_ns),
-            us(b.pfc_paused_ns),
-            false,
-        ),
-        (
-            "FECN / ECN marked".into(),
-            a.ecn_marked as f64,
-            b.ecn_marked as f64,
-            false,
-        ),
-        ("BECN / CNP".into(), a.cnps as f64, b.cnps as f64, false),
-        ("events".into(), a.events as f64, b.events as f64, false),
+        c.row("flows completed", false, |r| s(r).flows.completed as f64),
+        c.row("simulated time (us)", true, |r| us(s(r).sim_time_ns)),
+        c.row("goodput (Gb/s)", true, |r| s(r).goodput_gbps),
+        c.row("FCT p50 (us)", true, |r| us(s(r).fct_ns.p50)),
+        c.row("FCT p99 (us)", true, |r| us(s(r).fct_ns.p99)),
+        c.row("FCT max (us)", true, |r| us(s(r).fct_ns.max)),
+        c.row("peak queue (KiB)", true, |r| {
+            s(r).peak_queue_bytes as f64 / 1024.0
+        }),
+        c.row("drops", false, |r| s(r).drops as f64),
+        c.row("retransmitted packets", false, |r| {
+            s(r).retransmitted_packets as f64
+        }),
+        c.row("credit stall (us)", false, |r| us(s(r).credit_stall_ns)),
+        c.row("PFC pause frames", false, |r| s(r).pfc_pause_frames as f64),
+        c.row("PFC paused (us)", false, |r| us(s(r).pfc_paused_ns)),
+        c.row("FECN / ECN marked", false, |r| s(r).ecn_marked as f64),
+        c.row("BECN / CNP", false, |r| s(r).cnps as f64),
+        c.row("events", false, |r| s(r).events as f64),
     ]
 }
 
@@ -505,14 +456,14 @@ pub fn rows(c: &Comparison) -> Vec<Row> {
 /// The rows and this machine's wall time per run (the CLI's table).
 fn rows_with_wall_time(c: &Comparison) -> Vec<Row> {
     let mut rows = rows(c);
-    let [a, b] = c.summaries();
-    rows.push((
-        "wall time (s)".into(),
-        a.wall_seconds,
-        b.wall_seconds,
-        false,
-    ));
+    rows.push(c.row("wall time (s)", false, |r| r.summary.wall_seconds));
     rows
+}
+
+/// A candidate's figure over InfiniBand's, where the row's ratio means something.
+pub fn ratio(row: &Row, k: usize) -> Option<f64> {
+    let (a, b) = (row.values[0], row.values[k]);
+    (row.ratio && a > 0.0 && b.is_finite()).then(|| b / a)
 }
 
 /// The recommendation, then the side-by-side table.
@@ -528,8 +479,13 @@ pub fn table(c: &Comparison) -> String {
         f => f.to_string(),
     };
     let mut s = format!(
-        "{}: InfiniBand vs RoCEv2\nrecommendation: {verdict}\n",
-        c.runs[0].summary.scenario
+        "{}: {}\nrecommendation: {verdict}\n",
+        c.runs[0].summary.scenario,
+        if c.adaptive.is_some() {
+            "InfiniBand vs RoCEv2 vs Ethernet with adaptive routing"
+        } else {
+            "InfiniBand vs RoCEv2"
+        }
     );
     for line in &r.reasons {
         let _ = writeln!(s, "  - {line}");
@@ -575,21 +531,29 @@ pub fn table(c: &Comparison) -> String {
         }
     }
     let rows = rows_with_wall_time(c);
-    let w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0).max(36);
-    let _ = writeln!(
-        s,
-        "\n{:<w$}{:>16}{:>16}{:>12}",
-        "", "infiniband", "rocev2", "rocev2/ib"
-    );
-    for (name, a, b, ratio) in rows {
-        let r = if ratio && a > 0.0 && b.is_finite() {
-            format!("{:.3}", b / a)
-        } else {
-            String::new()
-        };
-        let _ = writeln!(s, "{name:<w$}{:>16}{:>16}{r:>12}", num(a), num(b));
+    let w = rows.iter().map(|r| r.name.len()).max().unwrap_or(0).max(36);
+    let names: Vec<&str> = c.candidates().iter().map(|(n, _)| *n).collect();
+    let _ = write!(s, "\n{:<w$}", "");
+    for n in &names {
+        let _ = write!(s, "{n:>16}");
     }
-    for run in &c.runs {
+    for n in &names[1..] {
+        let ratio = format!("{}/ib", n.replace("rocev2-", ""));
+        let _ = write!(s, "{ratio:>12}");
+    }
+    s.push('\n');
+    for row in rows {
+        let _ = write!(s, "{:<w$}", row.name);
+        for v in &row.values {
+            let _ = write!(s, "{:>16}", num(*v));
+        }
+        for k in 1..names.len() {
+            let r = ratio(&row, k).map_or(String::new(), |r| format!("{r:.3}"));
+            let _ = write!(s, "{r:>12}");
+        }
+        s.push('\n');
+    }
+    for (_, run) in c.candidates() {
         if let Some(d) = &run.summary.deadlock {
             let _ = writeln!(
                 s,

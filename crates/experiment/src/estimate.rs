@@ -364,8 +364,12 @@ impl Scenario {
             .traffic
             .iter()
             .any(|t| matches!(t, Traffic::Training(_)));
-        let ends = end_runs(&run_inputs(self));
-        [0, 1].map(|f| 1 + training as usize + ends.iter().filter(|e| e.fabric == f).count())
+        let adaptive = self.compare.adaptive.is_some();
+        let ends = end_runs(&run_inputs(self), adaptive);
+        let per =
+            |c: usize| 1 + training as usize + ends.iter().filter(|e| e.candidate == c).count();
+        // The adaptive candidate runs on RoCEv2's design: its runs count as RoCEv2's.
+        [per(0), per(1) + if adaptive { per(2) } else { 0 }]
     }
 
     /// Why packet level does not fit the budget for all of compare's runs, when both

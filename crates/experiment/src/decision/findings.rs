@@ -2,10 +2,10 @@
 //! (`findings` and `flips` in the JSON); each renders itself as the sentence the CLI,
 //! summary.md and report.html show (`reasons` and `flip`).
 
-use super::uncertainty::{Driver, RatioSpread, Verdict, ROCEV2_TUNED};
+use super::uncertainty::{Driver, RatioSpread, Verdict};
 use super::{hours, sig, thousands, usd, value};
 use crate::results::Summary;
-use crate::scenario::FabricKind;
+use crate::scenario::{FabricKind, ROCEV2_ADAPTIVE, ROCEV2_TUNED};
 use serde::Serialize;
 
 /// One reason, with its numbers.
@@ -19,6 +19,8 @@ pub enum Finding {
         share_rocev2: f64,
         /// RoCEv2 with the tuner's settings, when `compare --tune` made it a candidate.
         share_rocev2_tuned: Option<f64>,
+        /// Ethernet with adaptive routing, when `[compare]` made it a candidate.
+        share_rocev2_adaptive: Option<f64>,
         samples: u32,
         threshold: f64,
         cost_ratio: Option<RatioSpread>,
@@ -85,6 +87,23 @@ pub enum Finding {
         robust_usd: f64,
         infiniband_usd: f64,
         robust_feasible: bool,
+    },
+    /// Ethernet with adaptive routing or spraying ("rocev2-adaptive") beside RoCEv2
+    /// with ECMP and InfiniBand: job (null: unfinished) and network capital cost.
+    Adaptive {
+        load_balancing: &'static str,
+        nic: String,
+        switch: String,
+        hours: Option<f64>,
+        usd: Option<f64>,
+        capex_usd: f64,
+        /// The busiest switch link's load over the mean (packet level).
+        busiest_link_over_mean: Option<f64>,
+        rocev2_hours: Option<f64>,
+        rocev2_usd: Option<f64>,
+        rocev2_capex_usd: f64,
+        infiniband_hours: Option<f64>,
+        infiniband_usd: Option<f64>,
     },
     Tail {
         infiniband: Tail,
@@ -161,6 +180,7 @@ impl Finding {
             share_infiniband: v.share[FabricKind::Infiniband.name()],
             share_rocev2: v.share[FabricKind::Rocev2.name()],
             share_rocev2_tuned: v.share.get(ROCEV2_TUNED).copied(),
+            share_rocev2_adaptive: v.share.get(ROCEV2_ADAPTIVE).copied(),
             samples: v.samples,
             threshold: v.threshold,
             cost_ratio: v.cost_ratio.clone(),
@@ -201,6 +221,7 @@ impl Finding {
                 share_infiniband,
                 share_rocev2,
                 share_rocev2_tuned,
+                share_rocev2_adaptive,
                 samples,
                 threshold,
                 cost_ratio,
@@ -210,9 +231,11 @@ impl Finding {
                 ends_unfinished,
             } => {
                 let (ib, roce) = (share_infiniband * 100.0, share_rocev2 * 100.0);
-                let tuned = share_rocev2_tuned.map_or(String::new(), |t| {
-                    format!(", RoCEv2 tuned in {:.1} %", t * 100.0)
-                });
+                let share = |name: &str, x: &Option<f64>| {
+                    x.map_or(String::new(), |t| format!(", {name} in {:.1} %", t * 100.0))
+                };
+                let tuned = share("RoCEv2 tuned", share_rocev2_tuned)
+                    + &share("Ethernet adaptive", share_rocev2_adaptive);
                 let spread = cost_ratio.as_ref().map_or(String::new(), |r| {
                     format!(
                         "; RoCEv2's job cost over InfiniBand's: median {:.3}, 10-90 % {:.3} to {:.3}",
@@ -234,7 +257,7 @@ impl Finding {
                         })
                         .collect();
                     format!(
-                        "too close to call: neither fabric is cheaper per job in {:.0} % of the inputs' ranges (InfiniBand in {ib:.1} %, RoCEv2 in {roce:.1} %{tuned} of {samples} samples{spread}); what decides it: {}",
+                        "too close to call: no candidate is cheaper per job in {:.0} % of the inputs' ranges (InfiniBand in {ib:.1} %, RoCEv2 in {roce:.1} %{tuned} of {samples} samples{spread}); what decides it: {}",
                         threshold * 100.0,
                         if decide.is_empty() {
                             "no single input (several together)".into()
@@ -248,6 +271,10 @@ impl Finding {
                         v if v == ROCEV2_TUNED => {
                             ("RoCEv2 tuned", share_rocev2_tuned.unwrap_or(0.0) * 100.0)
                         }
+                        v if v == ROCEV2_ADAPTIVE => (
+                            "Ethernet with adaptive routing",
+                            share_rocev2_adaptive.unwrap_or(0.0) * 100.0,
+                        ),
                         _ => ("RoCEv2", roce),
                     };
                     let mut t = format!(
@@ -374,6 +401,36 @@ impl Finding {
                 if *robust_feasible { "" } else { ", not feasible everywhere" },
                 usd(*infiniband_usd)
             ),
+            Finding::Adaptive {
+                load_balancing,
+                nic,
+                switch,
+                hours: h,
+                usd: u,
+                capex_usd,
+                busiest_link_over_mean,
+                rocev2_hours,
+                rocev2_usd,
+                rocev2_capex_usd,
+                infiniband_hours,
+                infiniband_usd,
+            } => {
+                let job = |h: &Option<f64>, u: &Option<f64>| match (h, u) {
+                    (Some(h), Some(u)) => format!("{} ({})", hours(*h), usd(*u)),
+                    _ => "unfinished".into(),
+                };
+                let busiest = busiest_link_over_mean.map_or(String::new(), |b| {
+                    format!(", busiest switch link at {b:.2} x the mean")
+                });
+                format!(
+                    "Ethernet with load balancing \"{load_balancing}\" ({switch} switches, {nic} NICs that place packets out of order): job {}{busiest}, network capex {}; RoCEv2 with ECMP {}, network capex {}; InfiniBand {}",
+                    job(h, u),
+                    usd(*capex_usd),
+                    job(rocev2_hours, rocev2_usd),
+                    usd(*rocev2_capex_usd),
+                    job(infiniband_hours, infiniband_usd)
+                )
+            }
             Finding::Tail { infiniband, rocev2 } => format!(
                 "tail: InfiniBand {}; RoCEv2 {}",
                 infiniband.text(),

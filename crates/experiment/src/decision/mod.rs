@@ -12,7 +12,7 @@ pub mod findings;
 pub mod uncertainty;
 
 use crate::results::Summary;
-use crate::scenario::{CostSettings, FabricKind, Scenario};
+use crate::scenario::{CostSettings, FabricKind, Scenario, ROCEV2_ADAPTIVE};
 use bom::{BomLine, Counts};
 use fabricsim_core::topology::Topology;
 use findings::{Finding, Flip, Tail};
@@ -73,7 +73,10 @@ impl GpuCost<'_> {
 /// catalog's GPU.
 pub(crate) fn gpu(s: &Scenario) -> GpuCost<'_> {
     let g = s.catalog.get(&s.hardware.gpu).expect("checked at load");
-    let nic = s.catalog.get(&s.hardware.nic).expect("checked at load");
+    let nic = s
+        .catalog
+        .get(&s.hardware.server_nic)
+        .expect("checked at load");
     GpuCost {
         listed_usd: s.cost.gpu_usd.unwrap_or(g.price_usd),
         watts: s.cost.gpu_watts.unwrap_or(g.watts),
@@ -319,17 +322,28 @@ pub struct Tuning {
     pub robust_feasible: bool,
 }
 
-/// Decides between the two fabrics from their summaries and costs, and across the
+/// The candidates beside InfiniBand and RoCEv2 that the recommendation weighs.
+#[derive(Clone, Copy, Default)]
+pub struct Candidates<'a> {
+    /// "rocev2-adaptive": Ethernet with adaptive routing or spraying, its run and cost.
+    pub adaptive: Option<(&'a Summary, &'a NetworkCost)>,
+    /// "rocev2-tuned": what the tuner found, and the tuned run's cost.
+    pub tuned: Option<(&'a Tuning, &'a NetworkCost)>,
+}
+
+/// Decides among the candidates from their summaries and costs (the cheapest job at the
+/// base values: InfiniBand, RoCEv2 or Ethernet with adaptive routing), and across the
 /// ranges on `surface` (`None`: a job did not finish, so the finishing fabric wins
-/// everywhere).
+/// everywhere). The flip points are InfiniBand's against RoCEv2's.
 pub fn recommend(
     s: &Scenario,
     sums: [&Summary; 2],
     costs: [&NetworkCost; 2],
+    others: Candidates,
     surface: Option<&Surface>,
     ends_unfinished: bool,
-    tuned: Option<(&Tuning, &NetworkCost)>,
 ) -> Recommendation {
+    let tuned = others.tuned;
     let [ib, roce] = costs;
     let gpus = ib.gpus as f64;
     let g = ib.gpu_usd_per_hour;
@@ -337,7 +351,7 @@ pub fn recommend(
     let mut findings = vec![Finding::Practice {
         departures: s.departures.clone(),
     }];
-    let (fabric, saving) = match (ib.job_cost_usd, roce.job_cost_usd) {
+    let (mut fabric, mut saving) = match (ib.job_cost_usd, roce.job_cost_usd) {
         (Some(a), Some(b)) => {
             let (win, lo, hi) = if b < a {
                 (FabricKind::Rocev2, b, a)
@@ -351,7 +365,7 @@ pub fn recommend(
                 saving_usd: hi - lo,
                 saving: (hi - lo) / hi,
             });
-            (win, Some((hi - lo) / hi))
+            (win.name(), Some((hi - lo) / hi))
         }
         (a, b) => {
             let finished = match (a, b) {
@@ -362,9 +376,24 @@ pub fn recommend(
             findings.push(Finding::Unfinished {
                 finished: finished.map(FabricKind::name),
             });
-            (finished.unwrap_or(FabricKind::Infiniband), None)
+            (finished.unwrap_or(FabricKind::Infiniband).name(), None)
         }
     };
+    if let Some((summary, a)) = others.adaptive {
+        let finding = adaptive_finding(s, summary, a, costs);
+        // The adaptive candidate wins when its job is the cheapest of the finished ones.
+        let best_other = [ib.job_cost_usd, roce.job_cost_usd]
+            .into_iter()
+            .flatten()
+            .fold(f64::INFINITY, f64::min);
+        if let Some(c) = a.job_cost_usd.filter(|&c| c < best_other) {
+            fabric = ROCEV2_ADAPTIVE;
+            saving = best_other
+                .is_finite()
+                .then(|| (best_other - c) / best_other);
+        }
+        findings.push(finding);
+    }
     let gpu_capex = gpus * gpu(s).usd();
     findings.push(Finding::NetworkCapex {
         infiniband_usd: ib.capex_usd,
@@ -476,10 +505,10 @@ pub fn recommend(
             findings.insert(0, Finding::across_ranges(&v, latencies, ends_unfinished));
             v
         }
-        None => Verdict::certain(fabric.name(), s.compare.threshold),
+        None => Verdict::certain(fabric, s.compare.threshold),
     };
     Recommendation {
-        fabric: fabric.name(),
+        fabric,
         reasons: findings.iter().map(Finding::text).collect(),
         flip: flips.iter().map(Flip::text).collect(),
         flip_points: points,
@@ -487,6 +516,36 @@ pub fn recommend(
         across_ranges,
         findings,
         flips,
+    }
+}
+
+/// The adaptive Ethernet candidate beside RoCEv2 with ECMP and InfiniBand: its job, its
+/// network's capital cost and what its load balancing did to the busiest link.
+fn adaptive_finding(
+    s: &Scenario,
+    summary: &Summary,
+    a: &NetworkCost,
+    [ib, roce]: [&NetworkCost; 2],
+) -> Finding {
+    let settings = s
+        .compare
+        .adaptive
+        .as_ref()
+        .expect("the candidate was asked for");
+    let busiest = |x: &Summary| x.link_load.as_ref().map(|l| l.max_over_mean);
+    Finding::Adaptive {
+        load_balancing: settings.load_balancing.name(),
+        nic: settings.nic.clone(),
+        switch: settings.switch.clone(),
+        hours: a.job_hours,
+        usd: a.job_cost_usd,
+        capex_usd: a.capex_usd,
+        busiest_link_over_mean: busiest(summary),
+        rocev2_hours: roce.job_hours,
+        rocev2_usd: roce.job_cost_usd,
+        rocev2_capex_usd: roce.capex_usd,
+        infiniband_hours: ib.job_hours,
+        infiniband_usd: ib.job_cost_usd,
     }
 }
 

@@ -12,7 +12,9 @@
 use super::{gpu_per_hour, network_money, MoneySettings, NetworkCost};
 use crate::catalog::{Confidence, Range};
 pub use crate::scenario::ranges::{end_runs, run_inputs, Effect, EndRun, Input};
-use crate::scenario::{FabricKind, Scenario, SettingRange};
+use crate::scenario::{
+    FabricKind, Scenario, SettingRange, INFINIBAND, ROCEV2, ROCEV2_ADAPTIVE, ROCEV2_TUNED,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -20,7 +22,7 @@ use std::collections::BTreeMap;
 
 /// The inputs of `s` that enter the job's cost in closed form, where their ranges are not
 /// points: each catalog entry priced in either bill, the GPU, the money settings.
-pub fn money_inputs(s: &Scenario, costs: [&NetworkCost; 2]) -> Vec<Input> {
+pub fn money_inputs(s: &Scenario, costs: &[&NetworkCost]) -> Vec<Input> {
     let mut v = Vec::new();
     let mut priced: Vec<&str> = Vec::new();
     for line in costs.iter().flat_map(|c| &c.bom) {
@@ -29,8 +31,9 @@ pub fn money_inputs(s: &Scenario, costs: [&NetworkCost; 2]) -> Vec<Input> {
         }
     }
     let gpu = s.catalog.get(&s.hardware.gpu).expect("checked at load");
-    if gpu.includes_nic && s.cost.gpu_usd.is_none() && !priced.contains(&s.hardware.nic.as_str()) {
-        priced.push(&s.hardware.nic);
+    let server_nic = s.hardware.server_nic.as_str();
+    if gpu.includes_nic && s.cost.gpu_usd.is_none() && !priced.contains(&server_nic) {
+        priced.push(server_nic);
     }
     for name in priced {
         let i = s.catalog.get(name).expect("billed from the catalog");
@@ -100,8 +103,15 @@ pub fn money_inputs(s: &Scenario, costs: [&NetworkCost; 2]) -> Vec<Input> {
     v
 }
 
-/// The money-model basis of one fabric at the base values.
+/// The money-model basis of one candidate at the base values.
+#[derive(Clone)]
 struct Basis {
+    name: &'static str,
+    /// The fabric whose staff and licences it needs.
+    fabric: usize,
+    /// The candidate whose end runs move its job time with the latencies (the tuned
+    /// candidate has none of its own: RoCEv2's).
+    ends_of: usize,
     hours: f64,
     /// Catalog entry, count, base unit price.
     lines: Vec<(String, f64, f64)>,
@@ -111,12 +121,14 @@ struct Basis {
     licences: f64,
 }
 
-/// The job cost of both fabrics at any point of the ranges.
+/// The job cost of every candidate at any point of the ranges.
 pub struct Surface {
     inputs: Vec<Input>,
-    basis: [Basis; 2],
-    /// Per input and fabric: the job time's change in hours at the low and high end.
-    deltas: Vec<[(f64, f64); 2]>,
+    /// InfiniBand, RoCEv2, then the other candidates (on Ethernet).
+    basis: Vec<Basis>,
+    /// Per input and candidate with end runs: the job time's change in hours at the low
+    /// and high end.
+    deltas: Vec<Vec<(f64, f64)>>,
     gpus: f64,
     gpu_watts: f64,
     /// The GPU's price as the catalog or `[cost]` gives it.
@@ -124,44 +136,63 @@ pub struct Surface {
     /// When that price includes the NIC: the NIC's entry and base price, taken off it.
     nic_in_gpu: Option<(String, f64)>,
     base_money: MoneySettings,
-    /// RoCEv2 with the tuner's settings, its robust job hours at the base values: a third
-    /// candidate on RoCEv2's network, its job time moving with RoCEv2's latency effects.
-    tuned_hours: Option<f64>,
 }
 
-/// The name of the tuned RoCEv2 candidate (SCENARIO.md v3).
-pub const ROCEV2_TUNED: &str = "rocev2-tuned";
-
-impl Surface {
-    /// The surface from both fabrics' base costs, the run inputs and the job hours of
-    /// their end runs (`None` where a run did not finish: that end is then held at the
-    /// base, and the caller says so); `None` if a fabric's job did not finish.
-    pub fn new(
+impl Basis {
+    /// Candidate `name` on `fabric`'s operations, its job and bill as `cost` gives them.
+    fn of(
+        name: &'static str,
+        fabric: FabricKind,
+        ends_of: usize,
+        cost: &NetworkCost,
         s: &Scenario,
-        costs: [&NetworkCost; 2],
-        run_inputs: Vec<Input>,
-        ends: &[(EndRun, Option<f64>)],
-    ) -> Option<Surface> {
-        let mut inputs = money_inputs(s, costs);
-        let offset = inputs.len();
-        inputs.extend(run_inputs);
-        let hours = [costs[0].job_hours?, costs[1].job_hours?];
+    ) -> Option<Basis> {
         let ops = &s.cost.operations;
-        let basis = [0, 1].map(|f| Basis {
+        let f = fabric as usize;
+        Some(Basis {
+            name,
+            fabric: f,
+            ends_of,
             staff: ops.staff_usd_per_year[f].range.base,
             licences: ops.licences_usd_per_year[f].range.base,
-            hours: hours[f],
-            lines: costs[f]
+            hours: cost.job_hours?,
+            lines: cost
                 .bom
                 .iter()
                 .map(|l| (l.catalog.clone(), l.count as f64, l.unit_usd))
                 .collect(),
-            it_kw: costs[f].it_power_kw,
-        });
-        let mut deltas = vec![[(0.0, 0.0); 2]; inputs.len()];
+            it_kw: cost.it_power_kw,
+        })
+    }
+}
+
+impl Surface {
+    /// The surface from both fabrics' base costs (and the adaptive Ethernet candidate's),
+    /// the run inputs and the job hours of the end runs (`None` where a run did not
+    /// finish: that end is then held at the base, and the caller says so); `None` if a
+    /// candidate's job did not finish.
+    pub fn new(
+        s: &Scenario,
+        costs: [&NetworkCost; 2],
+        adaptive: Option<&NetworkCost>,
+        run_inputs: Vec<Input>,
+        ends: &[(EndRun, Option<f64>)],
+    ) -> Option<Surface> {
+        let all: Vec<&NetworkCost> = costs.into_iter().chain(adaptive).collect();
+        let mut inputs = money_inputs(s, &all);
+        let offset = inputs.len();
+        inputs.extend(run_inputs);
+        let mut basis = vec![
+            Basis::of(INFINIBAND, FabricKind::Infiniband, 0, costs[0], s)?,
+            Basis::of(ROCEV2, FabricKind::Rocev2, 1, costs[1], s)?,
+        ];
+        if let Some(a) = adaptive {
+            basis.push(Basis::of(ROCEV2_ADAPTIVE, FabricKind::Rocev2, 2, a, s)?);
+        }
+        let mut deltas = vec![vec![(0.0, 0.0); basis.len()]; inputs.len()];
         for (end, h) in ends {
-            let d = h.map_or(0.0, |h| h - hours[end.fabric]);
-            let slot = &mut deltas[offset + end.input][end.fabric];
+            let d = h.map_or(0.0, |h| h - basis[end.candidate].hours);
+            let slot = &mut deltas[offset + end.input][end.candidate];
             if end.high {
                 slot.1 = d;
             } else {
@@ -178,7 +209,6 @@ impl Surface {
             gpu_usd: gpu.listed_usd,
             nic_in_gpu: gpu.nic_included.map(|(n, p)| (n.to_string(), p)),
             base_money: MoneySettings::of(&s.cost),
-            tuned_hours: None,
         })
     }
 
@@ -186,10 +216,19 @@ impl Surface {
         &self.inputs
     }
 
-    /// Adds RoCEv2 tuned as a candidate, its job taking `hours` at the base values.
+    /// Adds RoCEv2 tuned as a candidate on RoCEv2's network, its job taking `hours` at
+    /// the base values and moving with RoCEv2's latency effects.
     pub fn with_tuned(mut self, hours: f64) -> Surface {
-        self.tuned_hours = Some(hours);
+        let mut b = self.basis[1].clone();
+        b.name = ROCEV2_TUNED;
+        b.hours = hours;
+        self.basis.push(b);
         self
+    }
+
+    /// The candidates' names, in the order `candidate_costs` gives their costs.
+    fn names(&self) -> Vec<&'static str> {
+        self.basis.iter().map(|b| b.name).collect()
     }
 
     /// Every input at its base value.
@@ -199,16 +238,16 @@ impl Surface {
 
     /// Both fabrics' job cost (USD) with input i at `x[i]`.
     pub fn job_costs(&self, x: &[f64]) -> [f64; 2] {
-        let (costs, _) = self.candidate_costs(x);
-        costs
+        let costs = self.candidate_costs(x);
+        [costs[0], costs[1]]
     }
 
-    /// Both fabrics' job cost at `x`, and RoCEv2 tuned's if it is a candidate.
-    fn candidate_costs(&self, x: &[f64]) -> ([f64; 2], Option<f64>) {
+    /// Every candidate's job cost at `x`, in the order of `names`.
+    fn candidate_costs(&self, x: &[f64]) -> Vec<f64> {
         let mut m = self.base_money;
         let mut gpu_usd = None;
         let mut prices: BTreeMap<&str, f64> = BTreeMap::new();
-        let mut dt = [0.0; 2];
+        let mut dt = vec![0.0; self.deltas.first().map_or(0, Vec::len)];
         let mut staff = [0, 1].map(|f| self.basis[f].staff);
         let mut licences = [0, 1].map(|f| self.basis[f].licences);
         for (k, (input, &v)) in self.inputs.iter().zip(x).enumerate() {
@@ -236,20 +275,22 @@ impl Surface {
             None => gpu_usd,
         };
         let g = gpu_per_hour(gpu_usd, self.gpu_watts, &m);
-        // The cost of an hour of the job on each fabric's network.
-        let per_hour = [0, 1].map(|f| {
-            let b = &self.basis[f];
-            let capex: f64 = b
-                .lines
-                .iter()
-                .map(|(name, n, unit)| n * prices.get(name.as_str()).copied().unwrap_or(*unit))
-                .sum();
-            let net = network_money(capex, b.it_kw, staff[f] + licences[f], &m);
-            self.gpus * g + net.usd_per_hour
-        });
-        let costs = [0, 1].map(|f| (self.basis[f].hours + dt[f]) * per_hour[f]);
-        let tuned = self.tuned_hours.map(|h| (h + dt[1]) * per_hour[1]);
-        (costs, tuned)
+        // Each candidate's job: its hours (moved by its fabric's latency effects) times
+        // the cost of an hour of the GPUs and its network.
+        self.basis
+            .iter()
+            .map(|b| {
+                let capex: f64 = b
+                    .lines
+                    .iter()
+                    .map(|(name, n, unit)| n * prices.get(name.as_str()).copied().unwrap_or(*unit))
+                    .sum();
+                let f = b.fabric;
+                let net = network_money(capex, b.it_kw, staff[f] + licences[f], &m);
+                let moved = dt.get(b.ends_of).copied().unwrap_or(0.0);
+                (b.hours + moved) * (self.gpus * g + net.usd_per_hour)
+            })
+            .collect()
     }
 
     /// RoCEv2's job cost over InfiniBand's at `x` (below 1: RoCEv2 is cheaper).
@@ -325,8 +366,8 @@ impl Verdict {
     pub fn certain(fabric: &'static str, threshold: f64) -> Verdict {
         Verdict {
             verdict: fabric,
-            share: [FabricKind::Infiniband, FabricKind::Rocev2]
-                .map(|f| (f.name(), if f.name() == fabric { 1.0 } else { 0.0 }))
+            share: [INFINIBAND, ROCEV2, fabric]
+                .map(|f| (f, if f == fabric { 1.0 } else { 0.0 }))
                 .into(),
             samples: 0,
             threshold,
@@ -343,19 +384,15 @@ pub fn verdict(surface: &Surface, samples: u32, threshold: f64, seed: u64) -> Ve
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0076_6572_6469_6374); // "verdict": its own stream
     let mut x = surface.base_point();
     let mut ratios = Vec::with_capacity(samples as usize);
-    let names: Vec<&'static str> = [FabricKind::Infiniband.name(), FabricKind::Rocev2.name()]
-        .into_iter()
-        .chain(surface.tuned_hours.map(|_| ROCEV2_TUNED))
-        .collect();
+    let names = surface.names();
     let mut wins = vec![0.0; names.len()];
     for _ in 0..samples {
         for (v, i) in x.iter_mut().zip(inputs) {
             *v = i.range.low + rng.gen::<f64>() * (i.range.high - i.range.low);
         }
-        let ([ib, roce], tuned) = surface.candidate_costs(&x);
-        ratios.push(roce / ib);
+        let costs = surface.candidate_costs(&x);
+        ratios.push(costs[1] / costs[0]);
         // The cheapest candidate wins the sample; a tie is shared.
-        let costs: Vec<f64> = [ib, roce].into_iter().chain(tuned).collect();
         let least = costs.iter().copied().fold(f64::INFINITY, f64::min);
         let tied = costs.iter().filter(|&&c| c == least).count() as f64;
         for (w, c) in wins.iter_mut().zip(&costs) {

@@ -13,7 +13,7 @@ use fabricsim_fabric::workload::Traffic;
 pub fn rows(c: &Comparison) -> Vec<(String, String)> {
     let s = &c.runs[0].scenario;
     let mut rows = vec![("cluster".to_string(), cluster(s))];
-    for run in &c.runs {
+    for (name, run) in c.candidates() {
         let fabric = run.scenario.fabric;
         let design = match &run.scenario.topology {
             TopologySpec::Cluster(d) => match &d.plans[fabric as usize] {
@@ -25,10 +25,21 @@ pub fn rows(c: &Comparison) -> Vec<(String, String)> {
                 run.design.tiers, run.design.switches
             ),
         };
+        let (title, balancing) = if name == crate::scenario::ROCEV2_ADAPTIVE {
+            (
+                "Ethernet with adaptive routing".to_string(),
+                format!(
+                    "; load balancing \"{}\", the NICs placing packets out of order",
+                    run.scenario.roce.load_balancing.name()
+                ),
+            )
+        } else {
+            (format!("{} network", fabric.label()), String::new())
+        };
         rows.push((
-            format!("{} network", fabric.label()),
+            title,
             format!(
-                "{design}; switch {}, NIC {}; simulated at {} level",
+                "{design}; switch {}, NIC {}{balancing}; simulated at {} level",
                 run.scenario.hardware.switch_for(fabric),
                 run.scenario.hardware.nic,
                 run.summary.level

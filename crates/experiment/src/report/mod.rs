@@ -36,6 +36,7 @@ fn fabric_title(name: &str) -> &'static str {
     match name {
         "rocev2" => "RoCEv2",
         "rocev2-tuned" => "RoCEv2 tuned",
+        "rocev2-adaptive" => "Ethernet adaptive",
         _ => "InfiniBand",
     }
 }
@@ -207,20 +208,25 @@ pub fn html(c: &Comparison) -> String {
             esc(&value)
         );
     }
-    h.push_str("</table>\n<h2>Side by side</h2><table><tr><th></th><th>InfiniBand</th><th>RoCEv2</th><th>RoCEv2 / IB</th></tr>");
-    for (name, a, b, ratio) in compare::rows(c) {
-        let q = if ratio && a > 0.0 && b.is_finite() {
-            format!("{:.3}", b / a)
-        } else {
-            String::new()
-        };
-        let _ = write!(
-            h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{q}</td></tr>",
-            esc(&name),
-            cell(a),
-            cell(b)
-        );
+    let names: Vec<&str> = c.candidates().iter().map(|(n, _)| *n).collect();
+    h.push_str("</table>\n<h2>Side by side</h2><table id=\"side-by-side\"><tr><th></th>");
+    for n in &names {
+        let _ = write!(h, "<th data-candidate=\"{n}\">{}</th>", fabric_title(n));
+    }
+    for n in &names[1..] {
+        let _ = write!(h, "<th>{} / IB</th>", fabric_title(n));
+    }
+    h.push_str("</tr>");
+    for row in compare::rows(c) {
+        let _ = write!(h, "<tr><td>{}</td>", esc(&row.name));
+        for v in &row.values {
+            let _ = write!(h, "<td>{}</td>", cell(*v));
+        }
+        for k in 1..names.len() {
+            let q = compare::ratio(&row, k).map_or(String::new(), |q| format!("{q:.3}"));
+            let _ = write!(h, "<td>{q}</td>");
+        }
+        h.push_str("</tr>");
     }
     h.push_str("</table>\n<h2>Plots</h2>\n");
     // Each plot, or a line saying why it has nothing to show.
@@ -374,9 +380,18 @@ pub fn markdown(c: &Comparison) -> String {
     for (what, value) in inputs::rows(c) {
         let _ = writeln!(m, "- {what}: {value}");
     }
-    m.push_str("\n| | InfiniBand | RoCEv2 |\n|---|---:|---:|\n");
-    for (name, a, b, _) in compare::rows(c) {
-        let _ = writeln!(m, "| {name} | {} | {} |", cell(a), cell(b));
+    m.push_str("\n|");
+    for (n, _) in c.candidates() {
+        let _ = write!(m, " | {}", fabric_title(n));
+    }
+    m.push_str(" |\n|---|");
+    for _ in c.candidates() {
+        m.push_str("---:|");
+    }
+    m.push('\n');
+    for row in compare::rows(c) {
+        let cells: Vec<String> = row.values.iter().map(|v| cell(*v)).collect();
+        let _ = writeln!(m, "| {} | {} |", row.name, cells.join(" | "));
     }
     m
 }

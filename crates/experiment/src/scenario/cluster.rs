@@ -63,7 +63,11 @@ pub enum Optics {
 pub struct Hardware {
     /// Switch entry per fabric: `[infiniband, rocev2]`.
     pub switch: [String; 2],
+    /// The NIC the network's bill counts, one per GPU.
     pub nic: String,
+    /// The NIC a GPU entry's price includes (`includes_nic`): the cluster's `nic`, also
+    /// when a compare candidate fits another one (the server is bought with this one).
+    pub server_nic: String,
     pub gpu: String,
     pub servers_per_rack: u32,
     /// Copper reaches this far (mm); a link inside a rack longer than it goes optical.
@@ -144,6 +148,7 @@ pub(super) fn parse(
     };
     let hardware = Hardware {
         switch,
+        server_nic: nic.clone(),
         nic,
         gpu,
         servers_per_rack: c

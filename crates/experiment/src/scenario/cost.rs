@@ -1,5 +1,4 @@
-//! `[cost]`: what money and energy cost, overriding the defaults and the catalog's GPU;
-//! `[compare]`: how the verdict is sampled.
+//! `[cost]`: what money and energy cost, overriding the defaults and the catalog's GPU.
 
 use super::reader::{Ctx, Field, RangeField};
 use super::ScenarioError;
@@ -109,74 +108,6 @@ impl Default for CostRanges {
             },
         }
     }
-}
-
-/// `[compare]`: how the verdict samples the ranges.
-#[derive(Clone, Debug, PartialEq)]
-pub struct CompareSettings {
-    /// The share of the sampled ranges a fabric must be cheapest in for the verdict to
-    /// name it (SCENARIO.md v3 `threshold`, default 0.8); below it, "too close to call".
-    pub threshold: f64,
-    /// Points sampled from the ranges (default 20,000: a share's standard error is then
-    /// at most 0.35 %).
-    pub samples: u32,
-    /// `candidates` names "rocev2-tuned": compare tunes RoCEv2 first, as `--tune` does.
-    pub tuned_candidate: bool,
-}
-
-impl Default for CompareSettings {
-    fn default() -> Self {
-        CompareSettings {
-            threshold: 0.8,
-            samples: 20_000,
-            tuned_candidate: false,
-        }
-    }
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(super) struct FileCompare {
-    threshold: Field,
-    samples: Field,
-    candidates: Option<Spanned<Vec<String>>>,
-}
-
-/// The candidates compare knows (SCENARIO.md v3 names "rocev2-adaptive" too: Ethernet
-/// with adaptive routing is not yet a candidate).
-const CANDIDATES: [&str; 3] = ["infiniband", "rocev2", "rocev2-tuned"];
-
-/// Reads `[compare]` (absent: the defaults).
-pub(super) fn parse_compare(
-    c: &Ctx,
-    f: Option<&FileCompare>,
-) -> Result<CompareSettings, ScenarioError> {
-    let mut s = CompareSettings::default();
-    let Some(f) = f else { return Ok(s) };
-    if let Some(x) = c.number("compare.threshold", &f.threshold, 0.5, 1.0)? {
-        s.threshold = x;
-    }
-    if let Some(n) = c.count("compare.samples", &f.samples, 100, 10_000_000)? {
-        s.samples = n as u32;
-    }
-    if let Some(list) = &f.candidates {
-        let line = c.line(list.span());
-        let names = list.get_ref();
-        let shown = format!("{names:?}");
-        if let Some(bad) = names.iter().find(|n| !CANDIDATES.contains(&n.as_str())) {
-            return Err(super::reader::invalid(format!(
-                "line {line}: compare.candidates = {shown}: \"{bad}\" is not a candidate fabricsim compares (it compares {})",
-                CANDIDATES.join(", ")
-            )));
-        }
-        if !names.iter().any(|n| n == "infiniband") || !names.iter().any(|n| n == "rocev2") {
-            return Err(super::reader::invalid(format!(
-                "line {line}: compare.candidates = {shown}: compare always runs infiniband and rocev2; name both"
-            )));
-        }
-        s.tuned_candidate = names.iter().any(|n| n == "rocev2-tuned");
-    }
-    Ok(s)
 }
 
 /// The money model's settings.

@@ -5,6 +5,7 @@
 //! defaults and their part of the effective configuration `fabricsim check` prints.
 
 mod cluster;
+mod compare;
 mod cost;
 mod fabric;
 mod failure;
@@ -21,7 +22,10 @@ mod topology;
 mod traffic;
 
 pub use cluster::{describe as describe_design, ClusterDesigns, Hardware, Optics};
-pub use cost::{CompareSettings, CostRanges, CostSettings, SettingRange};
+pub use compare::{
+    AdaptiveCandidate, CompareSettings, INFINIBAND, ROCEV2, ROCEV2_ADAPTIVE, ROCEV2_TUNED,
+};
+pub use cost::{CostRanges, CostSettings, SettingRange};
 pub use fabric::FabricKind;
 pub use failure::{describe_nodes, FailedPart, FailureSpec};
 pub use nccl::NcclSettings;
@@ -77,7 +81,7 @@ struct FileRoot {
     catalog: Option<toml::Table>,
     simulation: Option<simulation::FileSimulation>,
     nccl: Option<nccl::FileNccl>,
-    compare: Option<cost::FileCompare>,
+    compare: Option<compare::FileCompare>,
     /// `[[validation]]`: a validation case's reference figures, read by `fabricsim
     /// validate` (crate::validate), not by a run.
     #[serde(rename = "validation")]
@@ -388,7 +392,16 @@ impl Scenario {
             None => None,
         };
         let level = simulation::parse(&c, root.simulation.as_ref(), designed)?;
-        let compare = cost::parse_compare(&c, root.compare.as_ref())?;
+        let compare = compare::parse(
+            &c,
+            root.compare.as_ref(),
+            &compare::CompareContext {
+                catalog: &catalog,
+                hardware: &cluster.hardware,
+                nic_rate: link_rate,
+                loss_recovery: roce.loss_recovery,
+            },
+        )?;
         let mut departures = Vec::new();
         if !ib.adaptive_routing {
             departures.push(if designed {

@@ -116,37 +116,44 @@ pub fn with_value(s: &Scenario, effect: &Effect, value: f64) -> Scenario {
     s
 }
 
-/// One run the response surface needs: fabric `fabric` (0 InfiniBand, 1 RoCEv2) with
-/// run input `input` at its low (`high == false`) or high end.
+/// One run the response surface needs: candidate `candidate` (0 InfiniBand, 1 RoCEv2,
+/// 2 Ethernet with adaptive routing) with run input `input` at its low (`high ==
+/// false`) or high end.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct EndRun {
     pub input: usize,
-    pub fabric: usize,
+    pub candidate: usize,
     pub high: bool,
 }
 
 impl EndRun {
-    /// `fabrics[self.fabric]` with the input at this end.
-    pub fn scenario(&self, fabrics: &[Scenario; 2], inputs: &[Input]) -> Scenario {
+    /// `candidates[self.candidate]` with the input at this end.
+    pub fn scenario(&self, candidates: &[&Scenario], inputs: &[Input]) -> Scenario {
         let i = &inputs[self.input];
         let v = if self.high { i.range.high } else { i.range.low };
-        with_value(&fabrics[self.fabric], &i.effect, v)
+        with_value(candidates[self.candidate], &i.effect, v)
     }
 }
 
-/// The runs at the ends of each run input, for each fabric it changes.
-pub fn end_runs(inputs: &[Input]) -> Vec<EndRun> {
+/// The runs at the ends of each run input, for each candidate it changes: InfiniBand,
+/// RoCEv2 and, with `adaptive`, Ethernet with adaptive routing (on RoCEv2's switches;
+/// the NIC latency input moves every candidate's NICs).
+pub fn end_runs(inputs: &[Input], adaptive: bool) -> Vec<EndRun> {
+    let mut fabrics = vec![FabricKind::Infiniband, FabricKind::Rocev2];
+    if adaptive {
+        fabrics.push(FabricKind::Rocev2);
+    }
     let mut v = Vec::new();
     for (i, input) in inputs.iter().enumerate() {
-        for fabric in [FabricKind::Infiniband, FabricKind::Rocev2] {
-            if !input.effect.runs_on(fabric) {
+        for (candidate, fabric) in fabrics.iter().enumerate() {
+            if !input.effect.runs_on(*fabric) {
                 continue;
             }
             for (high, end) in [(false, input.range.low), (true, input.range.high)] {
                 if end != input.range.base {
                     v.push(EndRun {
                         input: i,
-                        fabric: fabric as usize,
+                        candidate,
                         high,
                     });
                 }
