@@ -309,6 +309,77 @@ fn the_report_renders_in_headless_chromium_with_the_decision_first() {
     assert!(drawn >= 9, "{drawn} plots drawn");
 }
 
+/// Three candidates (`[compare] candidates` with "rocev2-adaptive"): a ring across the
+/// leaves of a 4:1 leaf-spine beside a permutation.
+const THREE: &str = "[topology]\nkind = \"leaf-spine\"\nhosts = 32\nleaves = 4\nspines = 2\n\
+[compare]\ncandidates = [\"infiniband\", \"rocev2\", \"rocev2-adaptive\"]\n\
+[[traffic]]\nkind = \"collective\"\nop = \"all-reduce\"\nalgorithm = \"ring\"\nranks = [0, 8, 16, 24, 1, 9, 17, 25]\nsize = \"4MiB\"\n\
+[[traffic]]\nkind = \"permutation\"\nhosts = [4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31]\nsize = \"4MiB\"\n";
+
+#[test]
+#[cfg_attr(not(tool_chromium), ignore = "chromium is not installed")]
+fn a_three_candidate_report_shows_each_candidate_with_its_design_and_cost() {
+    let Some(chromium) = chromium() else { return };
+    let d = tmpdir("three");
+    let file = d.join("three.toml");
+    std::fs::write(&file, THREE).unwrap();
+    let report = d.join("report");
+    let out = Command::new(env!("CARGO_BIN_EXE_fabricsim"))
+        .args(["compare", file.to_str().unwrap(), "--report"])
+        .arg(&report)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("InfiniBand vs RoCEv2 vs Ethernet with adaptive routing"),
+        "{table}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(report.join("summary.json")).unwrap()).unwrap();
+    for k in ["infiniband", "rocev2", "rocev2-adaptive"] {
+        assert!(summary[k]["design"]["switches"].as_u64().is_some(), "{k}");
+        assert!(summary[k]["cost"]["capex_usd"].as_f64().is_some(), "{k}");
+        assert!(
+            summary["recommendation"]["share"][k].as_f64().is_some(),
+            "{k}"
+        );
+    }
+    let dom = String::from_utf8(headless(
+        &chromium,
+        &d.join("profile"),
+        &page_of(&report),
+        &["--dump-dom"],
+    ))
+    .unwrap();
+    let side = dom
+        .find("id=\"side-by-side\"")
+        .expect("the side-by-side table");
+    let header = &dom[side..side + dom[side..].find("</tr>").unwrap()];
+    for k in ["infiniband", "rocev2", "rocev2-adaptive"] {
+        assert!(
+            header.contains(&format!("data-candidate=\"{k}\"")),
+            "{k}: {header}"
+        );
+    }
+    assert!(header.contains("Ethernet adaptive / IB"), "{header}");
+    let inputs = dom.find("id=\"inputs\"").expect("the inputs table");
+    assert!(
+        dom[inputs..side].contains("Ethernet with adaptive routing")
+            && dom[inputs..side].contains("bluefield-3-supernic-400g"),
+        "the inputs name the third candidate's equipment"
+    );
+    let md = std::fs::read_to_string(report.join("summary.md")).unwrap();
+    assert!(
+        md.contains("| | InfiniBand | RoCEv2 | Ethernet adaptive |"),
+        "{md}"
+    );
+}
+
 #[test]
 fn raw_floats_are_told_from_labels() {
     for raw in [

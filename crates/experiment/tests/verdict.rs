@@ -271,7 +271,7 @@ fn compare_settings_are_checked() {
     assert!(ok.compare.tuned_candidate);
     assert_eq!((ok.compare.threshold, ok.compare.samples), (0.9, 1000));
     for (text, want) in [
-        ("candidates = [\"infiniband\", \"rocev2\", \"rocev2-adaptive\"]", "compare.candidates = [\"infiniband\", \"rocev2\", \"rocev2-adaptive\"]: \"rocev2-adaptive\" is not a candidate"),
+        ("candidates = [\"infiniband\", \"rocev2\", \"ethernet\"]", "compare.candidates = [\"infiniband\", \"rocev2\", \"ethernet\"]: \"ethernet\" is not a candidate"),
         ("candidates = [\"rocev2\"]", "name both"),
         ("threshold = 0.3", "compare.threshold = 0.3"),
         ("samples = 5", "compare.samples = 5"),

@@ -10,9 +10,14 @@ use std::sync::Once;
 const FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
 const WIDTH: u32 = 720;
 const HEIGHT: u32 = 360;
-/// InfiniBand, then RoCEv2.
-const COLORS: [RGBColor; 2] = [RGBColor(0x1f, 0x5f, 0xbf), RGBColor(0xd9, 0x5f, 0x0e)];
-const NAMES: [&str; 2] = ["InfiniBand", "RoCEv2"];
+/// InfiniBand, RoCEv2, then Ethernet with adaptive routing (the order of
+/// `Comparison::candidates`).
+const COLORS: [RGBColor; 3] = [
+    RGBColor(0x1f, 0x5f, 0xbf),
+    RGBColor(0xd9, 0x5f, 0x0e),
+    RGBColor(0x2c, 0x8c, 0x3c),
+];
+const NAMES: [&str; 3] = ["InfiniBand", "RoCEv2", "Ethernet adaptive"];
 /// Points drawn per CDF curve.
 const CDF_POINTS: usize = 400;
 
@@ -102,7 +107,11 @@ fn legend_room(hi: f64) -> f64 {
 
 /// Flow completion times' CDF per fabric, in microseconds (log axis).
 pub fn fct_cdf(c: &Comparison) -> String {
-    let series: Vec<Vec<f64>> = c.runs.iter().map(|r| r.outcome.sorted_fcts_us()).collect();
+    let series: Vec<Vec<f64>> = c
+        .candidates()
+        .iter()
+        .map(|(_, r)| r.outcome.sorted_fcts_us())
+        .collect();
     let lo = series
         .iter()
         .flatten()
@@ -202,12 +211,15 @@ pub fn slowdown_by_size(c: &Comparison) -> String {
 }
 
 /// Stacked horizontal bars, one per fabric: `parts` are (name, [ib, roce], color).
-fn stacked(title: &str, unit: &str, parts: &[(String, [f64; 2], RGBColor)]) -> String {
+/// Horizontal stacked bars, one per candidate (`parts`: each part's name, its value per
+/// candidate, its colour).
+fn stacked(title: &str, unit: &str, parts: &[(String, Vec<f64>, RGBColor)]) -> String {
+    let bars = parts.first().map_or(0, |p| p.1.len());
     let total = |i: usize| parts.iter().map(|p| p.1[i].max(0.0)).sum::<f64>();
-    let x_hi = legend_room(top([total(0), total(1)].into_iter()));
+    let x_hi = legend_room(top((0..bars).map(total)));
     svg(|root| {
-        let mut chart =
-            frame(&root, title, 90).build_cartesian_2d(0.0..x_hi, (0..1).into_segmented())?;
+        let mut chart = frame(&root, title, 110)
+            .build_cartesian_2d(0.0..x_hi, (0..bars as i32 - 1).into_segmented())?;
         chart
             .configure_mesh()
             .disable_y_mesh()
@@ -220,7 +232,7 @@ fn stacked(title: &str, unit: &str, parts: &[(String, [f64; 2], RGBColor)]) -> S
                 _ => String::new(),
             })
             .draw()?;
-        for fabric in 0..2i32 {
+        for fabric in 0..bars as i32 {
             let mut x = 0.0;
             for (name, v, color) in parts {
                 let w = v[fabric as usize].max(0.0);
@@ -259,60 +271,77 @@ const PALETTE: [RGBColor; 7] = [
 /// The network's lifetime cost by part: equipment groups, then energy and support.
 pub fn cost_breakdown(c: &Comparison) -> String {
     let groups = ["switches", "nics", "optics", "cables", "software"];
-    let mut parts: Vec<(String, [f64; 2], RGBColor)> = groups
+    let runs = c.candidates();
+    let mut parts: Vec<(String, Vec<f64>, RGBColor)> = groups
         .iter()
         .enumerate()
         .map(|(k, g)| {
-            let v = [0, 1].map(|i| {
-                c.runs[i]
-                    .cost
-                    .bom
-                    .iter()
-                    .filter(|l| l.group == *g)
-                    .map(|l| l.usd())
-                    .sum::<f64>()
-                    / 1e6
-            });
+            let v: Vec<f64> = runs
+                .iter()
+                .map(|(_, r)| {
+                    r.cost
+                        .bom
+                        .iter()
+                        .filter(|l| l.group == *g)
+                        .map(|l| l.usd())
+                        .sum::<f64>()
+                        / 1e6
+                })
+                .collect();
             (g.to_string(), v, PALETTE[k])
         })
         .filter(|p| p.1.iter().any(|&v| v > 0.0))
         .collect();
-    let opex = [0, 1].map(|i| {
-        let k = &c.runs[i].cost;
-        (k.lifetime_usd - k.capex_usd) / 1e6
-    });
+    let opex = runs
+        .iter()
+        .map(|(_, r)| (r.cost.lifetime_usd - r.cost.capex_usd) / 1e6)
+        .collect();
     parts.push(("energy and support, lifetime".into(), opex, PALETTE[5]));
     stacked("Network cost over its lifetime", "million USD", &parts)
 }
 
 /// The job's cost: GPU hours and network hours.
 pub fn job_cost(c: &Comparison) -> Option<String> {
-    let parts = [0, 1].map(|i| {
-        let k = &c.runs[i].cost;
-        k.job_hours.map(|h| {
-            (
-                h * k.gpus as f64 * k.gpu_usd_per_hour,
-                h * k.network_usd_per_hour,
-            )
+    let parts: Option<Vec<(f64, f64)>> = c
+        .candidates()
+        .iter()
+        .map(|(_, r)| {
+            let k = &r.cost;
+            k.job_hours.map(|h| {
+                (
+                    h * k.gpus as f64 * k.gpu_usd_per_hour,
+                    h * k.network_usd_per_hour,
+                )
+            })
         })
-    });
-    let [Some(a), Some(b)] = parts else {
-        return None;
-    };
+        .collect();
+    let parts = parts?;
     Some(stacked(
         "Cost of the job",
         "USD",
         &[
-            ("GPU hours".into(), [a.0, b.0], PALETTE[0]),
-            ("network hours".into(), [a.1, b.1], PALETTE[1]),
+            (
+                "GPU hours".into(),
+                parts.iter().map(|p| p.0).collect(),
+                PALETTE[0],
+            ),
+            (
+                "network hours".into(),
+                parts.iter().map(|p| p.1).collect(),
+                PALETTE[1],
+            ),
         ],
     ))
 }
 
 /// The first training job's iteration: compute and exposed communication.
 pub fn iteration_split(c: &Comparison) -> Option<String> {
-    let t = [0, 1].map(|i| c.runs[i].summary.training.first().cloned());
-    let [Some(a), Some(b)] = t else { return None };
+    let t: Option<Vec<_>> = c
+        .candidates()
+        .iter()
+        .map(|(_, r)| r.summary.training.first().cloned())
+        .collect();
+    let t = t?;
     let exposed =
         |x: &crate::results::TrainingResult| x.exposed_communication_ns.unwrap_or(f64::NAN) / 1e6;
     Some(stacked(
@@ -321,12 +350,12 @@ pub fn iteration_split(c: &Comparison) -> Option<String> {
         &[
             (
                 "compute".into(),
-                [a.compute_ns / 1e6, b.compute_ns / 1e6],
+                t.iter().map(|x| x.compute_ns / 1e6).collect(),
                 PALETTE[4],
             ),
             (
                 "exposed communication".into(),
-                [exposed(&a), exposed(&b)],
+                t.iter().map(exposed).collect(),
                 PALETTE[2],
             ),
         ],
