@@ -11,6 +11,7 @@ use crate::catalog::{Catalog, ItemKind};
 use fabricsim_core::units::BitRate;
 use fabricsim_fabric::rocev2::{LoadBalancing, LossRecovery};
 use serde::Deserialize;
+use std::fmt::Write as _;
 use toml::Spanned;
 
 /// `[compare]`: how the verdict samples the ranges, and the candidates beyond the two.
@@ -189,6 +190,31 @@ fn adaptive(
         nic,
         switch,
     })
+}
+
+/// `[compare]` as TOML, every setting written.
+pub(super) fn write_toml(c: &CompareSettings, out: &mut String) {
+    let mut names = vec![INFINIBAND, ROCEV2];
+    if c.tuned_candidate {
+        names.push(ROCEV2_TUNED);
+    }
+    if c.adaptive.is_some() {
+        names.push(ROCEV2_ADAPTIVE);
+    }
+    let _ = writeln!(
+        out,
+        "\n[compare]\ncandidates = {names:?}\nthreshold = {:?}\nsamples = {}",
+        c.threshold, c.samples
+    );
+    if let Some(a) = &c.adaptive {
+        let _ = writeln!(
+            out,
+            "adaptive_load_balancing = \"{}\"\nadaptive_nic = \"{}\"\nadaptive_switch = \"{}\"",
+            a.load_balancing.name(),
+            a.nic,
+            a.switch
+        );
+    }
 }
 
 impl Scenario {

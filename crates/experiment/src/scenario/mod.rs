@@ -547,10 +547,19 @@ impl Scenario {
         };
         cluster::write_toml(&self.hardware, designs, &mut s);
         cost::write_toml(&self.cost, &mut s);
+        compare::write_toml(&self.compare, &mut s);
         let mut used: Vec<&str> = self.hardware.switch.iter().map(String::as_str).collect();
         used.extend([self.hardware.nic.as_str(), self.hardware.gpu.as_str()]);
         used.extend(self.cost.software.iter().map(String::as_str));
+        if let Some(a) = &self.compare.adaptive {
+            used.extend([a.nic.as_str(), a.switch.as_str()]);
+        }
+        let mut written: Vec<&str> = Vec::new();
         for name in used {
+            if written.contains(&name) {
+                continue;
+            }
+            written.push(name);
             s.push_str(&self.catalog.entry_toml(name));
         }
         s
