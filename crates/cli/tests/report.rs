@@ -104,21 +104,17 @@ const SCENARIO: &str = "[cluster]\ngpus = 32\n[fabric.rocev2]\nswitch_buffer = \
 [[traffic]]\nkind = \"training\"\nsize = \"16MiB\"\nbuckets = 2\niterations = 2\nforward = \"100us\"\nbackward = \"200us\"\n\
 [[traffic]]\nkind = \"incast\"\nsenders = [8, 16, 24, 9, 17, 25]\ndst = 0\nsize = \"2MiB\"\n";
 
-#[test]
-#[cfg_attr(not(tool_chromium), ignore = "chromium is not installed")]
-fn the_report_renders_in_headless_chromium_with_the_decision_first() {
-    let Some(chromium) = chromium() else { return };
-    let d = tmpdir("render");
-    let file = d.join("cluster.toml");
-    std::fs::write(&file, SCENARIO).unwrap();
+/// `fabricsim compare FILE --report DIR/report` on `text` written to DIR/`file`: its
+/// output (checked to succeed) and the report folder.
+fn compare_with_report(d: &Path, file: &str, text: &str) -> (std::process::Output, PathBuf) {
+    let file = d.join(file);
+    std::fs::write(&file, text).unwrap();
     let report = d.join("report");
     let out = Command::new(env!("CARGO_BIN_EXE_fabricsim"))
-        .args([
-            "compare",
-            file.to_str().unwrap(),
-            "--report",
-            report.to_str().unwrap(),
-        ])
+        .arg("compare")
+        .arg(&file)
+        .arg("--report")
+        .arg(&report)
         .output()
         .unwrap();
     assert!(
@@ -126,6 +122,15 @@ fn the_report_renders_in_headless_chromium_with_the_decision_first() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    (out, report)
+}
+
+#[test]
+#[cfg_attr(not(tool_chromium), ignore = "chromium is not installed")]
+fn the_report_renders_in_headless_chromium_with_the_decision_first() {
+    let Some(chromium) = chromium() else { return };
+    let d = tmpdir("render");
+    let (out, report) = compare_with_report(&d, "cluster.toml", SCENARIO);
     for f in ["report.html", "summary.md", "summary.json"] {
         assert!(report.join(f).is_file(), "{f}");
     }
@@ -321,19 +326,7 @@ const THREE: &str = "[topology]\nkind = \"leaf-spine\"\nhosts = 32\nleaves = 4\n
 fn a_three_candidate_report_shows_each_candidate_with_its_design_and_cost() {
     let Some(chromium) = chromium() else { return };
     let d = tmpdir("three");
-    let file = d.join("three.toml");
-    std::fs::write(&file, THREE).unwrap();
-    let report = d.join("report");
-    let out = Command::new(env!("CARGO_BIN_EXE_fabricsim"))
-        .args(["compare", file.to_str().unwrap(), "--report"])
-        .arg(&report)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (out, report) = compare_with_report(&d, "three.toml", THREE);
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(
         table.contains("InfiniBand vs RoCEv2 vs Ethernet with adaptive routing"),
