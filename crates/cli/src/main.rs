@@ -645,17 +645,15 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
         } => {
             let mut scenario = load(file, seed)?;
             set_level(&mut scenario, level.as_deref())?;
-            // Settled once: the memory check, the threads and the runs ask it again.
-            if let Some(why) = scenario.settle_level() {
+            // Settled once, for every run `run` makes: the memory check, the threads and
+            // the runs ask it again.
+            let runs = runner::runs_made(&scenario);
+            if let Some(why) = scenario.settle_level_for(runs) {
                 eprintln!("fabricsim: {why}");
             }
             let bytes = fits(&scenario, force)?;
-            // A training job's +1 us run is the same size as the main run.
-            let runs = if runner::has_training(&scenario) {
-                2
-            } else {
-                1
-            };
+            // The runs beside the main one (+1 us, jobs alone, without failures) are the
+            // same size as it.
             // A run at packet level splits over the threads, a copy of its state in each.
             let splits = !scenario.runs_at_flow_level().0;
             let threads = threads_for(threads, &vec![bytes; runs], splits)?;

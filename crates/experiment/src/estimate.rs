@@ -144,6 +144,17 @@ pub fn packet_wall_seconds(events: u64) -> (f64, usize) {
     )
 }
 
+/// `runs` packet-level runs of `events` events each, run side by side as
+/// `runner::run_all` does: their estimated wall time in seconds, and the cores counted.
+/// Each run has the cores to itself when there are as many as runs; fewer cores share
+/// out the runs' core-seconds, and no run is faster than alone on every core.
+pub fn packet_runs_wall_seconds(events: u64, runs: usize) -> (f64, usize) {
+    let (alone, cores) = packet_wall_seconds(events);
+    let one_core = events as f64 / PACKET_EVENTS_PER_CORE_SECOND;
+    let shared = one_core * runs.max(1) as f64 / cores as f64;
+    (alone.max(shared), cores)
+}
+
 /// What a scenario's workload makes, counted from its compact expansion (one message per
 /// edge of a pipelined collective), so that even a 16,384-GPU job is counted in
 /// megabytes: the whole packet-level workload is never built.
@@ -313,7 +324,14 @@ impl Scenario {
     /// estimates the scenario once; returns why, as `runs_at_flow_level` does. Packet
     /// and flow level stay as they are.
     pub fn settle_level(&mut self) -> Option<String> {
-        let (flow, why) = self.runs_at_flow_level();
+        self.settle_level_for(1)
+    }
+
+    /// As [`settle_level`](Self::settle_level), for a command that makes `runs` runs of
+    /// this size (`fabricsim run`: [`crate::runner::runs_made`]), which the budget must
+    /// hold together.
+    pub fn settle_level_for(&mut self, runs: usize) -> Option<String> {
+        let (flow, why) = self.runs_at_flow_level_for(runs);
         if matches!(self.level, Level::Auto(_)) {
             self.level = if flow { Level::Flow } else { Level::Packet };
             self.level_reason = why.clone();
@@ -405,6 +423,12 @@ impl Scenario {
     /// standard error and the summary). `auto` keeps packet level where flow level would
     /// refuse, and where the estimate fails (the run then says why).
     pub fn runs_at_flow_level(&self) -> (bool, Option<String>) {
+        self.runs_at_flow_level_for(1)
+    }
+
+    /// As [`runs_at_flow_level`](Self::runs_at_flow_level), with `runs` runs of this size
+    /// to fit the budget together (they share the cores: see [`packet_runs_wall_seconds`]).
+    fn runs_at_flow_level_for(&self, runs: usize) -> (bool, Option<String>) {
         let auto = "simulation.level = \"auto\"";
         let (flow, why) = match self.level {
             Level::Packet => return (false, self.level_reason.clone()),
@@ -429,11 +453,16 @@ impl Scenario {
                 let Ok(e) = estimate(&packet) else {
                     return (false, None);
                 };
-                let (secs, cores) = packet_wall_seconds(e.events);
+                let (secs, cores) = packet_runs_wall_seconds(e.events, runs);
                 let budget_s = budget.ps() as f64 / 1e12;
                 let free = memory_budget().ok().flatten();
+                let what = if runs > 1 {
+                    format!("{runs} packet-level runs (the main run and the runs beside it: a training job's +1 us, each job alone, the run without failures)")
+                } else {
+                    "packet level".to_string()
+                };
                 let why = format!(
-                    "{auto}: packet level estimated at {} on this machine's {cores} cores, {} the budget of {}",
+                    "{auto}: {what} estimated at {} on this machine's {cores} cores, {} the budget of {}",
                     human_seconds(secs),
                     if secs <= budget_s { "within" } else { "beyond" },
                     human_seconds(budget_s)
@@ -468,7 +497,6 @@ impl Scenario {
     }
 }
 
-/// Seconds as a person reads them: "40 s", "12 min", "3.5 h".
 /// Flow level's recorded error on `fabric` against packet level, as a note.
 fn flow_error_note(fabric: FabricKind) -> String {
     recorded_range(fabric.name(), |_| true)
@@ -482,6 +510,7 @@ fn flow_error_note(fabric: FabricKind) -> String {
         .unwrap_or_default()
 }
 
+/// Seconds as a person reads them: "40 s", "12 min", "3.5 h".
 fn human_seconds(s: f64) -> String {
     if s < 120.0 {
         format!("{s:.0} s")

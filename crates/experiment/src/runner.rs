@@ -813,6 +813,15 @@ pub fn run_all(
     })
 }
 
+/// The runs `fabricsim run` makes of `scenario` ([`execute`]): the main one, a training
+/// job's +1 us run, each of two or more jobs alone, and the run without its failures.
+pub fn runs_made(scenario: &Scenario) -> usize {
+    let jobs = scenario.jobs.len();
+    1 + usize::from(has_training(scenario))
+        + if jobs >= 2 { jobs } else { 0 }
+        + usize::from(!scenario.failures.is_empty())
+}
+
 /// `scenario` as a run that asks for `rates` must run it: RoCEv2 recording its rates.
 pub fn recording_rates(scenario: &Scenario, rates: bool) -> Scenario {
     let mut s = scenario.clone();

@@ -257,6 +257,51 @@ fn flow_level_refuses_what_only_packets_show_and_auto_chooses_by_size() {
     assert!(err.contains("simulation.flow_above_hosts = 3"), "{err}");
 }
 
+/// `fabricsim run` makes more runs than the main one (a training job's +1 us run, each of
+/// several jobs alone, the run without its failures); the budget holds them together.
+#[test]
+fn auto_counts_every_run_that_run_makes_against_the_budget() {
+    use fabricsim_experiment::estimate::{estimate, packet_runs_wall_seconds};
+    let text = |budget: &str| {
+        format!(
+            "[simulation]\nlevel = \"auto\"\n{budget}[topology]\nkind = \"fat-tree\"\nk = 4\n\
+             [[job]]\nname = \"a\"\ngpus = 8\nplacement = \"list\"\nhosts = [0, 1, 2, 3, 4, 5, 6, 7]\n\
+             [[job]]\nname = \"b\"\ngpus = 8\nplacement = \"list\"\nhosts = [8, 9, 10, 11, 12, 13, 14, 15]\n\
+             [[traffic]]\njob = \"a\"\nkind = \"collective\"\nop = \"all-reduce\"\nalgorithm = \"ring\"\nsize = \"32MiB\"\n\
+             [[traffic]]\njob = \"b\"\nkind = \"collective\"\nop = \"all-reduce\"\nalgorithm = \"ring\"\nsize = \"32MiB\"\n"
+        )
+    };
+    let s = scenario(&text(""));
+    // The main run and each job alone.
+    assert_eq!(runner::runs_made(&s), 3);
+    let mut packet = s.clone();
+    packet.set_level(Level::Packet).unwrap();
+    let events = estimate(&packet).unwrap().events;
+    let (one, cores) = packet_runs_wall_seconds(events, 1);
+    let (three, _) = packet_runs_wall_seconds(events, 3);
+    // Three runs share the cores: never less than one run alone, and on fewer than three
+    // cores more than it.
+    assert!(
+        three >= one && (cores >= 3 || three > one),
+        "{one} s, {three} s on {cores}"
+    );
+    // A budget between one run's estimate and three runs': one run fits, three do not.
+    let budget = format!(
+        "budget = \"{}us\"\n",
+        ((one + three) / 2.0 * 1e6).round() as u64
+    );
+    let mut s = scenario(&text(&budget));
+    if cores < 3 {
+        assert!(!s.runs_at_flow_level().0, "one run fits");
+        let why = s.settle_level_for(runner::runs_made(&s)).unwrap();
+        assert_eq!(s.level, Level::Flow, "{why}");
+        assert!(
+            why.contains("3 packet-level runs") && why.contains("beyond the budget"),
+            "{why}"
+        );
+    }
+}
+
 #[test]
 fn auto_runs_packet_level_while_its_estimate_fits_the_budget() {
     // One 64 MiB ring all-reduce over 16 hosts: tens of millions of packet-level events,
