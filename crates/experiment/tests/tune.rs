@@ -280,6 +280,39 @@ fn a_tuned_rocev2_is_a_third_candidate() {
         .any(|r| r.starts_with("what tuning is worth")));
 }
 
+/// compare --tune beside the adaptive Ethernet candidate: the tuner runs RoCEv2 alone
+/// (`[compare]` left out of its trials and tuned.toml), so settings the adaptive candidate
+/// refuses (here selective repeat, which this seed's tuning picks) do not stop it; four
+/// candidates share the verdict.
+#[test]
+fn tuning_beside_the_adaptive_candidate_leaves_compare_to_compare() {
+    let d = scratch("adaptive");
+    let file = d.join("ring.toml");
+    std::fs::write(
+        &file,
+        "seed = 3\n[topology]\nkind = \"leaf-spine\"\nhosts = 32\nleaves = 4\nspines = 2\n\
+         [compare]\ncandidates = [\"infiniband\", \"rocev2\", \"rocev2-adaptive\"]\nsamples = 2000\n\
+         [[traffic]]\nkind = \"collective\"\nop = \"all-reduce\"\nalgorithm = \"ring\"\n\
+         ranks = [0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3, 11, 19, 27]\nsize = \"8MiB\"\n\
+         [[traffic]]\nkind = \"permutation\"\nhosts = [4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31]\nsize = \"4MiB\"\n",
+    )
+    .unwrap();
+    let cat = Catalog::builtin();
+    let s = fabricsim_experiment::scenario::Scenario::load(&file).unwrap();
+    let c = fabricsim_experiment::compare::run_both(&s, false, 2).unwrap();
+    let (tuned, tuning) = tune::for_compare(Some(&file), &cat, 8, 2).unwrap();
+    assert!(
+        tuned.compare.adaptive.is_none(),
+        "the tuned scenario is RoCEv2's alone"
+    );
+    let c = c.with_tuned(tuned, tuning, 2).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&c.to_json()).unwrap();
+    let share = json["recommendation"]["share"].as_object().unwrap();
+    assert_eq!(share.len(), 4, "{share:?}");
+    let total: f64 = share.values().map(|v| v.as_f64().unwrap()).sum();
+    assert!((total - 1.0).abs() < 1e-9);
+}
+
 /// WebSearch at 50 % load on a k=8 fat-tree (examples/calibration) from the HPCC
 /// authors' DCQCN settings: the tuned settings lower the p99 slowdown with no drop, and
 /// the gain holds on the two other seeds the tuner re-runs them on (each against the

@@ -257,17 +257,25 @@ impl Base {
         let mut doc: toml::Table = toml::from_str(&self.text).map_err(|e| e.to_string())?;
         space::apply(&mut doc, parameters)?;
         sweep::set_key(&mut doc, "seed", toml::Value::Integer(seed as i64))?;
-        sweep::set_key(
-            &mut doc,
-            "fabric.kind",
-            toml::Value::String("rocev2".into()),
-        )?;
+        on_rocev2_alone(&mut doc)?;
         if load != 1.0 {
             space::scale_load(&mut doc, load)?;
         }
         let text = toml::to_string(&doc).map_err(|e| e.to_string())?;
         Scenario::parse_with(&text, &self.stem, &self.dir, &self.catalog).map_err(|e| e.to_string())
     }
+}
+
+/// The scenario `doc` on RoCEv2 alone, as the tuner runs and writes it: `fabric.kind` set,
+/// and `[compare]` left out (its candidates are compare's, and the adaptive one refuses
+/// settings the tuner may choose, such as selective repeat).
+fn on_rocev2_alone(doc: &mut toml::Table) -> Result<(), String> {
+    doc.remove("compare");
+    sweep::set_key(
+        doc,
+        "fabric.kind",
+        toml::Value::String(FabricKind::Rocev2.name().into()),
+    )
 }
 
 /// A trial's file.
@@ -677,11 +685,7 @@ fn write_outputs(
     .map_err(at)?;
     let mut doc: toml::Table = toml::from_str(&base.text).map_err(|e| e.to_string())?;
     space::apply(&mut doc, &tuned.best.parameters)?;
-    sweep::set_key(
-        &mut doc,
-        "fabric.kind",
-        toml::Value::String(FabricKind::Rocev2.name().into()),
-    )?;
+    on_rocev2_alone(&mut doc)?;
     let header = format!(
         "# Tuned by `fabricsim tune` for {} ({} trials): the best settings' worst case over two other seeds and a 1.25x and 0.8x load is {} {}{}.\n",
         tuned.objective.name(),
