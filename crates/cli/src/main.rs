@@ -647,7 +647,7 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
             set_level(&mut scenario, level.as_deref())?;
             // Settled once, for every run `run` makes: the memory check, the threads and
             // the runs ask it again.
-            let runs = runner::runs_made(&scenario);
+            let runs = scenario.runs_made();
             if let Some(why) = scenario.settle_level_for(runs) {
                 eprintln!("fabricsim: {why}");
             }

@@ -121,15 +121,13 @@ pub fn run_both(scenario: &Scenario, rates: bool, threads: usize) -> Result<Comp
         runner::recording_rates(&s, rates)
     });
     let mains: Vec<&Scenario> = fabrics.iter().chain(&adaptive).collect();
-    let trains = runner::has_training(scenario);
-    let plus: Vec<Scenario> = if trains {
-        mains
-            .iter()
-            .map(|s| runner::plus_one_us_per_exchange(s))
-            .collect()
-    } else {
-        Vec::new()
-    };
+    // Each candidate's runs beside its main one: a training job's +1 us run, each job
+    // alone, the run without failures.
+    let beside: Vec<runner::Beside> = mains.iter().map(|s| runner::Beside::of(s)).collect();
+    if let Some(b) = beside.first() {
+        b.say();
+    }
+    let beside_runs: Vec<&Scenario> = beside.iter().flat_map(runner::Beside::scenarios).collect();
     let run_inputs = uncertainty::run_inputs(scenario);
     let ends = uncertainty::end_runs(&run_inputs, adaptive.is_some());
     let end_scenarios: Vec<Scenario> = ends
@@ -139,13 +137,14 @@ pub fn run_both(scenario: &Scenario, rates: bool, threads: usize) -> Result<Comp
     let jobs: Vec<_> = mains
         .iter()
         .copied()
-        .chain(&plus)
+        .chain(beside_runs.iter().copied())
         .chain(&end_scenarios)
         .map(|s| (s, None))
         .collect();
     let mut outcomes = runner::run_all(&jobs, threads).into_iter();
     let main_outcomes: Vec<_> = outcomes.by_ref().take(mains.len()).collect();
-    let plus_outcomes: Vec<_> = outcomes.by_ref().take(plus.len()).collect();
+    let beside_outcomes: Vec<_> = outcomes.by_ref().take(beside_runs.len()).collect();
+    let mut beside_outcomes = beside_outcomes.into_iter();
     let end_hours: Vec<_> = ends
         .iter()
         .zip(&end_scenarios)
@@ -157,14 +156,11 @@ pub fn run_both(scenario: &Scenario, rates: bool, threads: usize) -> Result<Comp
             (*e, hours)
         })
         .collect();
-    let mut plus_outcomes = plus_outcomes
-        .into_iter()
-        .map(Some)
-        .chain(std::iter::repeat_with(|| None));
     let mut runs = Vec::with_capacity(mains.len());
-    for (s, outcome) in mains.into_iter().zip(main_outcomes) {
-        let sensitivity = plus_outcomes.next().flatten().transpose()?;
-        runs.push(fabric_run(s.clone(), outcome?, sensitivity.as_ref())?);
+    for ((s, outcome), b) in mains.into_iter().zip(main_outcomes).zip(&beside) {
+        let outcome = outcome?;
+        let summary = b.summarize(s, &outcome, &mut beside_outcomes)?;
+        runs.push(fabric_run(s.clone(), outcome, summary)?);
     }
     let adaptive = (runs.len() == 3).then(|| runs.pop().expect("three runs"));
     let runs: [FabricRun; 2] = runs.try_into().ok().expect("two fabrics");
@@ -199,13 +195,8 @@ pub fn run_both(scenario: &Scenario, rates: bool, threads: usize) -> Result<Comp
     })
 }
 
-/// One candidate's run summarised (with its +1 us twin, if any), its design and price.
-fn fabric_run(
-    s: Scenario,
-    outcome: Outcome,
-    sensitivity: Option<&Outcome>,
-) -> Result<FabricRun, String> {
-    let summary = runner::summarize(&s, &outcome, sensitivity);
+/// One candidate's run with its summary, its design and price.
+fn fabric_run(s: Scenario, outcome: Outcome, summary: Summary) -> Result<FabricRun, String> {
     let topo = s.build_topology()?;
     let (design, cost) = decision::price(&s, s.fabric, &topo, &summary);
     Ok(FabricRun {
@@ -232,7 +223,8 @@ impl Comparison {
         let outcome = runner::run_all(&[(&s, None)], threads)
             .pop()
             .expect("one run")?;
-        let run = fabric_run(s, outcome, None)?;
+        let summary = runner::summarize(&s, &outcome, None);
+        let run = fabric_run(s, outcome, summary)?;
         // The tuned row is this run's (at compare's level); the robust worst is the tuner's,
         // and never better than this run.
         if let Some(h) = run.cost.job_hours {

@@ -11,7 +11,6 @@ use fabricsim_core::topology::{Routes, Topology};
 use fabricsim_core::units::{parse_quantity, Dimension, HostId};
 use fabricsim_fabric::driver::static_path;
 use fabricsim_fabric::workload::build_with;
-use fabricsim_fabric::workload::Traffic;
 
 /// Route table bytes per (switch, destination switch): a candidate range (12 B); and per
 /// host, its group, switch and last-hop port (12 B).
@@ -328,7 +327,7 @@ impl Scenario {
     }
 
     /// As [`settle_level`](Self::settle_level), for a command that makes `runs` runs of
-    /// this size (`fabricsim run`: [`crate::runner::runs_made`]), which the budget must
+    /// this size (`fabricsim run`: [`Scenario::runs_made`]), which the budget must
     /// hold together.
     pub fn settle_level_for(&mut self, runs: usize) -> Option<String> {
         let (flow, why) = self.runs_at_flow_level_for(runs);
@@ -375,17 +374,14 @@ impl Scenario {
         both
     }
 
-    /// Runs `compare` makes on each fabric: the main run, a training job's +1 us run,
-    /// and one per end of each range that changes that fabric's run.
+    /// Runs `compare` makes on each fabric: the main run and the runs beside it (as
+    /// `fabricsim run` makes them: a training job's +1 us run, each job alone, the run
+    /// without failures), and one per end of each range that changes that fabric's run.
     pub fn compare_runs(&self) -> [usize; 2] {
-        let training = self
-            .traffic
-            .iter()
-            .any(|t| matches!(t, Traffic::Training(_)));
+        let made = self.runs_made();
         let adaptive = self.compare.adaptive.is_some();
         let ends = end_runs(&run_inputs(self), adaptive);
-        let per =
-            |c: usize| 1 + training as usize + ends.iter().filter(|e| e.candidate == c).count();
+        let per = |c: usize| made + ends.iter().filter(|e| e.candidate == c).count();
         // The adaptive candidate runs on RoCEv2's design: its runs count as RoCEv2's.
         [per(0), per(1) + if adaptive { per(2) } else { 0 }]
     }

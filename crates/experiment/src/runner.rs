@@ -813,13 +813,89 @@ pub fn run_all(
     })
 }
 
-/// The runs `fabricsim run` makes of `scenario` ([`execute`]): the main one, a training
-/// job's +1 us run, each of two or more jobs alone, and the run without its failures.
-pub fn runs_made(scenario: &Scenario) -> usize {
-    let jobs = scenario.jobs.len();
-    1 + usize::from(has_training(scenario))
-        + if jobs >= 2 { jobs } else { 0 }
-        + usize::from(!scenario.failures.is_empty())
+/// The runs made beside a scenario's main run (`fabricsim run` and each candidate of
+/// `compare`), none depending on it, and what they add to its summary: a training job's
+/// run with 1 us more per exchange (the sensitivity), each of two or more jobs alone
+/// (what sharing the fabric cost it), and the run without its failures (what they cost).
+pub struct Beside {
+    plus: Option<Scenario>,
+    alone: Vec<Scenario>,
+    healthy: Option<Scenario>,
+}
+
+impl Beside {
+    pub fn of(scenario: &Scenario) -> Beside {
+        let jobs = scenario.jobs.len();
+        let b = Beside {
+            plus: has_training(scenario).then(|| plus_one_us_per_exchange(scenario)),
+            alone: if jobs >= 2 {
+                (0..jobs).map(|j| scenario.job_alone(j)).collect()
+            } else {
+                Vec::new()
+            },
+            healthy: (!scenario.failures.is_empty()).then(|| Scenario {
+                failures: Vec::new(),
+                ..scenario.clone()
+            }),
+        };
+        // The budget counts them with `Scenario::runs_made`: the two must agree.
+        debug_assert_eq!(1 + b.scenarios().len(), scenario.runs_made());
+        b
+    }
+
+    /// The runs, in the order [`summarize`](Self::summarize) takes their outcomes.
+    pub fn scenarios(&self) -> Vec<&Scenario> {
+        self.plus
+            .iter()
+            .chain(&self.alone)
+            .chain(&self.healthy)
+            .collect()
+    }
+
+    /// Says on standard error (once per process) why the runs beyond the main one run.
+    pub fn say(&self) {
+        if !self.alone.is_empty() {
+            say_once(&format!(
+                "{} jobs: each also runs alone ({} more runs, beside the main one on spare threads) to measure what sharing the fabric costs it",
+                self.alone.len(),
+                self.alone.len()
+            ));
+        }
+        if self.healthy.is_some() {
+            say_once("failures: the scenario also runs without them (one more run) to measure what they cost");
+        }
+    }
+
+    /// The summary of the main run `outcome` of `scenario`, with what the runs beside it
+    /// measured (their outcomes taken from `outcomes`, in the order of `scenarios`).
+    pub fn summarize(
+        &self,
+        scenario: &Scenario,
+        outcome: &Outcome,
+        outcomes: &mut impl Iterator<Item = Result<Outcome, String>>,
+    ) -> Result<Summary, String> {
+        let mut next = || {
+            outcomes
+                .next()
+                .expect("an outcome per run beside the main one")
+        };
+        let sensitivity = match self.plus {
+            Some(_) => Some(next()?),
+            None => None,
+        };
+        let mut summary = summarize(scenario, outcome, sensitivity.as_ref());
+        for (j, s) in self.alone.iter().enumerate() {
+            let o = next()?;
+            results::add_alone(&mut summary, j, &results::summary(s, &o));
+        }
+        if let Some(h) = &self.healthy {
+            let o = next()?;
+            let impact =
+                results::FailureImpact::of(&summary, outcome, &results::summary(h, &o), &o);
+            summary.failure_impact = Some(impact);
+        }
+        Ok(summary)
+    }
 }
 
 /// `scenario` as a run that asks for `rates` must run it: RoCEv2 recording its rates.
@@ -856,56 +932,13 @@ pub fn execute(scenario: &Scenario, request: &RunRequest) -> Result<(Summary, Ou
     });
     // rates.csv is written only into a results folder; other runs do not record rates.
     let scenario = &recording_rates(scenario, request.out.is_some() || request.rates);
-    // A training job's sensitivity run (1 us more per exchange) does not depend on the
-    // main run: with a second thread it runs beside it.
-    let plus = plus_one_us_per_exchange(scenario);
+    let beside = Beside::of(scenario);
+    beside.say();
     let mut runs = vec![(scenario, filter)];
-    let trains = has_training(scenario);
-    if trains {
-        runs.push((&plus, None));
-    }
-    // With several jobs, each alone too: what sharing the fabric cost it.
-    let alone: Vec<Scenario> = if scenario.jobs.len() >= 2 {
-        (0..scenario.jobs.len())
-            .map(|j| scenario.job_alone(j))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    if !alone.is_empty() {
-        say_once(&format!(
-            "{} jobs: each also runs alone ({} more runs, beside the main one on spare threads) to measure what sharing the fabric costs it",
-            alone.len(),
-            alone.len()
-        ));
-    }
-    runs.extend(alone.iter().map(|s| (s, None)));
-    // With failures, the same run without them: what they cost.
-    let healthy = (!scenario.failures.is_empty()).then(|| Scenario {
-        failures: Vec::new(),
-        ..scenario.clone()
-    });
-    if healthy.is_some() {
-        say_once("failures: the scenario also runs without them (one more run) to measure what they cost");
-    }
-    runs.extend(healthy.iter().map(|s| (s, None)));
+    runs.extend(beside.scenarios().into_iter().map(|s| (s, None)));
     let mut outcomes = run_all(&runs, request.threads).into_iter();
     let outcome = outcomes.next().expect("the main run")?;
-    let sensitivity = if trains {
-        Some(outcomes.next().expect("the +1 us run")?)
-    } else {
-        None
-    };
-    let mut summary = summarize(scenario, &outcome, sensitivity.as_ref());
-    for (j, s) in alone.iter().enumerate() {
-        let o = outcomes.next().expect("an alone run")?;
-        results::add_alone(&mut summary, j, &results::summary(s, &o));
-    }
-    if let Some(h) = &healthy {
-        let o = outcomes.next().expect("the healthy run")?;
-        let impact = results::FailureImpact::of(&summary, &outcome, &results::summary(h, &o), &o);
-        summary.failure_impact = Some(impact);
-    }
+    let summary = beside.summarize(scenario, &outcome, &mut outcomes)?;
     if let Some(dir) = &request.out {
         results::write_out_dir(dir, &summary, &outcome)
             .map_err(|e| format!("--out {}: {e}", dir.display()))?;

@@ -273,7 +273,7 @@ fn auto_counts_every_run_that_run_makes_against_the_budget() {
     };
     let s = scenario(&text(""));
     // The main run and each job alone.
-    assert_eq!(runner::runs_made(&s), 3);
+    assert_eq!(s.runs_made(), 3);
     let mut packet = s.clone();
     packet.set_level(Level::Packet).unwrap();
     let events = estimate(&packet).unwrap().events;
@@ -293,7 +293,7 @@ fn auto_counts_every_run_that_run_makes_against_the_budget() {
     let mut s = scenario(&text(&budget));
     if cores < 3 {
         assert!(!s.runs_at_flow_level().0, "one run fits");
-        let why = s.settle_level_for(runner::runs_made(&s)).unwrap();
+        let why = s.settle_level_for(s.runs_made()).unwrap();
         assert_eq!(s.level, Level::Flow, "{why}");
         assert!(
             why.contains("3 packet-level runs") && why.contains("beyond the budget"),

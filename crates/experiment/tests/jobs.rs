@@ -101,6 +101,42 @@ fn jobs_spread_over_an_oversubscribed_fabric_report_their_interference() {
     }
 }
 
+/// `compare` makes each fabric's runs beside its main one as `run` does: every job alone
+/// and the run without failures, so its summaries carry the same interference and
+/// failure impact as `run` on that fabric.
+#[test]
+fn compare_reports_interference_and_failure_impact_as_run_does() {
+    let four_to_one = LEAF_SPINE.replace("200Gbps", "100Gbps");
+    let a2a =
+        "[[traffic]]\nkind = \"collective\"\njob = \"a\"\nop = \"all-to-all\"\nsize = \"1MiB\"\n\
+        [[traffic]]\nkind = \"collective\"\njob = \"b\"\nop = \"all-to-all\"\nsize = \"1MiB\"\n\
+        [[failure]]\nat = \"20us\"\nlink = [32, 36]\nuntil = \"200us\"\n";
+    let s = on(&four_to_one, "infiniband", "spread", a2a);
+    let c = fabricsim_experiment::compare::run_both(&s, false, 2).unwrap();
+    for run in &c.runs {
+        let (alone, _) = runner::execute(&run.scenario, &RunRequest::default()).unwrap();
+        let fabric = &run.summary.fabric;
+        assert!(
+            run.summary
+                .jobs
+                .iter()
+                .all(|j| j.slowdown_from_sharing.is_some()),
+            "{fabric}"
+        );
+        assert_eq!(
+            serde_json::to_value(&run.summary.jobs).unwrap(),
+            serde_json::to_value(&alone.jobs).unwrap(),
+            "{fabric}"
+        );
+        assert!(run.summary.failure_impact.is_some(), "{fabric}");
+        assert_eq!(
+            serde_json::to_value(&run.summary.failure_impact).unwrap(),
+            serde_json::to_value(&alone.failure_impact).unwrap(),
+            "{fabric}"
+        );
+    }
+}
+
 #[test]
 fn policies_place_jobs_on_packed_spread_random_and_listed_hosts() {
     // k = 4 fat-tree: 8 edge switches of 2 hosts.

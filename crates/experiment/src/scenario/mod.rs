@@ -462,6 +462,20 @@ impl Scenario {
         }
     }
 
+    /// The runs `fabricsim run` makes of this scenario (and `compare` of each candidate):
+    /// the main one, a training job's +1 us run, each of two or more jobs alone, and the
+    /// run without its failures (`runner::Beside` makes them).
+    pub fn runs_made(&self) -> usize {
+        let training = self
+            .traffic
+            .iter()
+            .any(|t| matches!(t, Traffic::Training(_)));
+        let jobs = self.jobs.len();
+        1 + usize::from(training)
+            + if jobs >= 2 { jobs } else { 0 }
+            + usize::from(!self.failures.is_empty())
+    }
+
     /// Job `j` alone on the cluster: every other entry replaced by an empty one, so that
     /// each entry keeps its index (and so its random draws) and the jobs their hosts.
     pub fn job_alone(&self, j: usize) -> Scenario {
