@@ -98,9 +98,10 @@ impl Comparison {
 }
 
 /// Runs `scenario` on InfiniBand and on RoCEv2, and on Ethernet with adaptive routing
-/// when `[compare]` names "rocev2-adaptive" (training jobs with their +1 us sensitivity
-/// run; RoCEv2 rates recorded if `rates`; each catalog latency of a design at the ends
-/// of its range), prices each and decides across the ranges. The runs go up to
+/// when `[compare]` names "rocev2-adaptive" (each with the runs `run` makes beside its
+/// main one: a training job's +1 us run, each job alone, the run without failures;
+/// RoCEv2 rates recorded if `rates`; each catalog latency of a design at the ends of its
+/// range), prices each and decides across the ranges. The runs go up to
 /// `threads` at a time, the main runs first; the comparison is the same for any number
 /// of threads.
 pub fn run_both(scenario: &Scenario, rates: bool, threads: usize) -> Result<Comparison, String> {
