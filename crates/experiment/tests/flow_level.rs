@@ -597,6 +597,35 @@ fn a_ring_across_leaves_takes_its_qps_spines_at_both_levels() {
             &format!("[nccl]\nalgorithm = \"ring\"\nqps_per_connection = {qps}\n[fabric]"),
         ));
         assert_eq!(s.nccl.connections.qps_per_connection, qps as u16);
+        // Every message's QP, so its path, is the same at both levels: each link between
+        // switches carries the same bytes, within the packet model's ACKs (2 % of the
+        // busiest link's). The
+        // permutation's messages too, though flow level builds the ring compactly
+        // (numbered by message index, they once took other spines there).
+        let uplinks = |level| -> Vec<(u32, u32, u64)> {
+            at(level, &s)
+                .report
+                .ports
+                .iter()
+                .filter(|p| p.between_switches)
+                .map(|p| (p.node, p.peer_node, p.tx_bytes))
+                .collect()
+        };
+        let (packet_links, flow_links) = (uplinks(Level::Packet), uplinks(Level::Flow));
+        assert_eq!(packet_links.len(), flow_links.len());
+        // A permutation message is 16 MiB, the busiest link's ACKs a few hundred KB.
+        let busiest = packet_links.iter().map(|p| p.2).max().unwrap();
+        for (p, f) in packet_links.iter().zip(&flow_links) {
+            assert_eq!((p.0, p.1), (f.0, f.1));
+            assert!(
+                p.2.abs_diff(f.2) <= busiest / 50,
+                "{qps} QPs: link {} -> {}: packet {} B, flow {} B",
+                p.0,
+                p.1,
+                p.2,
+                f.2
+            );
+        }
         let (flow, packet, err) = collective_at_both_levels(&s);
         assert!(
             err.abs() < 0.05,

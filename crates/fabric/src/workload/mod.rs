@@ -38,7 +38,9 @@ pub struct Message {
 pub struct QueuePair {
     /// Its connection: for a collective a mix of its ranks, channel, sender and receiver
     /// (NCCL opens one connection per channel and peer, kept for the communicator's
-    /// life); for any other message the message's own index.
+    /// life); for any other message its number among the messages on their own QPs, in
+    /// the order they were added (the same at packet and flow level, which differ only in
+    /// how many messages a collective's connections carry).
     pub connection: u32,
     /// Which of the connection's QPs this is, from 0.
     pub index: u16,
@@ -47,10 +49,10 @@ pub struct QueuePair {
 }
 
 impl QueuePair {
-    /// A message alone on its own connection.
-    pub fn own(message: u32) -> QueuePair {
+    /// The `number`th message alone on its own connection.
+    pub fn own(number: u32) -> QueuePair {
         QueuePair {
-            connection: message,
+            connection: number,
             index: 0,
             of: 1,
         }
@@ -271,17 +273,25 @@ pub struct Workload {
     /// Messages sent so far on each collective connection: the next one's QP is this
     /// count modulo the QPs per connection. Looked up, never iterated.
     sent_on: std::collections::HashMap<u32, u32>,
+    /// Messages given their own QP so far ([`QueuePair::own`]).
+    own_qps: u32,
 }
 
 impl Workload {
     /// Appends a message that waits for `after` and, on its connection, `follows`;
     /// returns its index.
     pub fn push(&mut self, m: Message, after: Vec<Dep>, follows: Option<u32>) -> u32 {
+        let qp = QueuePair::own(self.own_qps);
+        self.own_qps += 1;
+        self.append(m, after, follows, qp)
+    }
+
+    fn append(&mut self, m: Message, after: Vec<Dep>, follows: Option<u32>, qp: QueuePair) -> u32 {
         let id = self.messages.len() as u32;
         self.messages.push(m);
         self.after.push(after);
         self.follows.push(follows);
-        self.qp.push(QueuePair::own(id));
+        self.qp.push(qp);
         id
     }
 
@@ -297,13 +307,12 @@ impl Workload {
         let sent = self.sent_on.entry(connection).or_insert(0);
         let index = (*sent % u32::from(of)) as u16;
         *sent += 1;
-        let id = self.push(m, after, follows);
-        self.qp[id as usize] = QueuePair {
+        let qp = QueuePair {
             connection,
             index,
             of,
         };
-        id
+        self.append(m, after, follows, qp)
     }
 }
 
@@ -434,7 +443,9 @@ fn expand_independent(t: &Traffic, i: usize, seed: u64, w: &mut Workload) {
     let added = w.messages.len() - before;
     w.after.extend(std::iter::repeat_n(Vec::new(), added));
     w.follows.extend(std::iter::repeat_n(None, added));
-    w.qp.extend((before..w.messages.len()).map(|i| QueuePair::own(i as u32)));
+    let own = w.own_qps;
+    w.qp.extend((own..own + added as u32).map(QueuePair::own));
+    w.own_qps += added as u32;
 }
 
 /// A uniformly random derangement of `hosts` by rejection (about e draws on average).
