@@ -428,16 +428,38 @@ struct Coordinator<M: Splittable> {
 }
 
 impl<M: Splittable> Coordinator<M> {
-    /// The window step, with every part in hand: hands over what crossed (frames to the
-    /// receiving part's inbox, completions applied at once), merges the packets in
-    /// flight, notes the last completion, runs the deadlock check due at the window's
-    /// end, takes new check requests; then picks the next window's end, or finishes.
+    /// The window step, with every part in hand: hands over what crossed and merges the
+    /// packets in flight ([`Self::exchange`]), runs the run-wide events due at the
+    /// window's end ([`Self::close_window`]); then picks the next window's end
+    /// ([`Self::next_window`]), or finishes (None).
     fn step(
         &mut self,
         parts: &mut [&mut M],
         inboxes: &mut [Vec<Crossing<M::Frame>>],
         window_end: Option<Time>,
     ) -> Option<Time> {
+        self.exchange(parts, inboxes);
+        if let Some(end) = window_end {
+            if self.close_window(parts, inboxes, end) {
+                return None;
+            }
+        }
+        for p in parts.iter_mut() {
+            p.part_mut().check_at = None;
+            p.set_deadlock_check_pending(self.check_at.is_some());
+        }
+        if let (None, Some(interval)) = (window_end, self.sampling) {
+            // The first sample, scheduled before the run as on one thread.
+            self.sample_at = (self.messages > 0).then_some(interval);
+            self.sample_seq = self.take_seq();
+        }
+        self.next_window(parts, inboxes)
+    }
+
+    /// Hands over what crossed between parts (frames to the receiving part's inbox,
+    /// completions applied at once) and merges the changes of packets in flight in
+    /// event order.
+    fn exchange(&mut self, parts: &mut [&mut M], inboxes: &mut [Vec<Crossing<M::Frame>>]) {
         let n = parts.len();
         let mut changes: Vec<(Time, u64, i64)> = Vec::new();
         for a in 0..n {
@@ -462,48 +484,55 @@ impl<M: Splittable> Coordinator<M> {
         for (_, _, change) in changes {
             self.in_flight.add(change);
         }
-        if let Some(end) = window_end {
-            let last = Time(end.ps() - 1);
-            let completed: usize = parts.iter().map(|p| p.completed()).sum();
-            if self.drain_until.is_none() && completed == self.messages {
-                self.drain_until = Some(grid_line_after(last, self.grid));
-            }
-            // A check asked for in the window (only while none was pending) was
-            // scheduled by an event before the run-wide ones due at its end.
-            if self.check_at.is_none() {
-                self.check_at = (parts.iter_mut())
-                    .filter_map(|p| p.part_mut().check_at)
-                    .min();
-                if self.check_at.is_some() {
-                    self.check_seq = self.take_seq();
-                }
-            }
-            // The run-wide events due at the window's end, in the order they were
-            // scheduled.
-            let check_due = self.check_at == Some(last);
-            let sample_due = self.sample_at == Some(last);
-            let sample_first = sample_due && (!check_due || self.sample_seq < self.check_seq);
-            if sample_first {
-                self.run_sample(parts, inboxes, last);
-            }
-            if check_due && self.run_check(parts, last) {
-                return None;
-            }
-            if sample_due && !sample_first {
-                self.run_sample(parts, inboxes, last);
+    }
+
+    /// At the end of the window ending at `end`: notes the last completion, takes new
+    /// check requests and runs the deadlock check and rate sample due then, in the order
+    /// they were scheduled. Returns whether the run stops (a deadlock).
+    fn close_window(
+        &mut self,
+        parts: &mut [&mut M],
+        inboxes: &[Vec<Crossing<M::Frame>>],
+        end: Time,
+    ) -> bool {
+        let last = Time(end.ps() - 1);
+        let completed: usize = parts.iter().map(|p| p.completed()).sum();
+        if self.drain_until.is_none() && completed == self.messages {
+            self.drain_until = Some(grid_line_after(last, self.grid));
+        }
+        // A check asked for in the window (only while none was pending) was scheduled by
+        // an event before the run-wide ones due at its end.
+        if self.check_at.is_none() {
+            self.check_at = (parts.iter_mut())
+                .filter_map(|p| p.part_mut().check_at)
+                .min();
+            if self.check_at.is_some() {
+                self.check_seq = self.take_seq();
             }
         }
-        for p in parts.iter_mut() {
-            p.part_mut().check_at = None;
-            p.set_deadlock_check_pending(self.check_at.is_some());
+        let check_due = self.check_at == Some(last);
+        let sample_due = self.sample_at == Some(last);
+        let sample_first = sample_due && (!check_due || self.sample_seq < self.check_seq);
+        if sample_first {
+            self.run_sample(parts, inboxes, last);
         }
-        if let (None, Some(interval)) = (window_end, self.sampling) {
-            // The first sample, scheduled before the run as on one thread.
-            self.sample_at = (self.messages > 0).then_some(interval);
-            self.sample_seq = self.take_seq();
+        if check_due && self.run_check(parts, last) {
+            return true;
         }
-        // The next window: from the earliest pending event to the next grid line, the
-        // deadlock check, `stop_at` or the end of the drain, whichever is first.
+        if sample_due && !sample_first {
+            self.run_sample(parts, inboxes, last);
+        }
+        false
+    }
+
+    /// The next window's end: from the earliest pending event to the next grid line, the
+    /// deadlock check, the rate sample, `stop_at` or the end of the drain, whichever is
+    /// first; None if the run is over.
+    fn next_window(
+        &mut self,
+        parts: &mut [&mut M],
+        inboxes: &[Vec<Crossing<M::Frame>>],
+    ) -> Option<Time> {
         let arrivals = inboxes.iter().flatten().filter_map(|c| match c {
             Crossing::Frame { arrival, .. } => Some(*arrival),
             Crossing::Completed { .. } => None,
@@ -536,6 +565,46 @@ impl<M: Splittable> Coordinator<M> {
             end = end.min(Time(stop.ps() + 1));
         }
         Some(end)
+    }
+}
+
+impl<M: Splittable> Coordinator<M> {
+    /// [`Self::step`] at the end of the window ending at `end`, taking every part's
+    /// lock and inbox and putting the inboxes back; with the parts' events so far.
+    fn step_locked(
+        &mut self,
+        cells: &[Mutex<M>],
+        inboxes: &[Mutex<Vec<Crossing<M::Frame>>>],
+        end: Time,
+    ) -> (Option<Time>, u64) {
+        let mut guards: Vec<_> = cells.iter().map(lock).collect();
+        let mut refs: Vec<&mut M> = guards.iter_mut().map(|g| &mut **g).collect();
+        let mut boxes: Vec<Vec<Crossing<M::Frame>>> = inboxes.iter().map(take).collect();
+        let next = self.step(&mut refs, &mut boxes, Some(end));
+        for (m, b) in inboxes.iter().zip(boxes) {
+            *m.lock().expect("a part's thread panicked") = b;
+        }
+        (next, refs.iter().map(|p| p.popped()).sum())
+    }
+
+    /// The finished parts merged into one run of `windows` windows.
+    fn merge(self, mut parts: Vec<M>, windows: u64) -> M {
+        let events: u64 = parts.iter().map(|p| p.popped()).sum::<u64>() + self.events_outside;
+        let now = (parts.iter_mut().map(|p| p.clock()))
+            .chain([self.last_global])
+            .max()
+            .unwrap_or(Time::ZERO);
+        let end = SplitEnd {
+            events,
+            windows,
+            now,
+            in_flight: self.in_flight,
+            stop_at: self.stop_at,
+            stopped_by_time: self.stopped_by_time,
+            deadlock: self.deadlock,
+            samples: self.samples,
+        };
+        M::merge(parts, end)
     }
 }
 
@@ -781,17 +850,10 @@ pub(crate) fn run<M: Splittable>(
                 let end = Time(window_end.load(Ordering::Acquire));
                 lock(&cells[0]).run_window(take(&inboxes[0]), end);
                 barrier.wait();
-                let mut guards: Vec<_> = cells.iter().map(lock).collect();
-                let mut refs: Vec<&mut M> = guards.iter_mut().map(|g| &mut **g).collect();
-                let mut boxes: Vec<Vec<Crossing<M::Frame>>> = inboxes.iter().map(take).collect();
-                let next = coordinator.step(&mut refs, &mut boxes, Some(end));
-                for (m, b) in inboxes.iter().zip(boxes) {
-                    *m.lock().expect("a part's thread panicked") = b;
-                }
+                let (next, events) = coordinator.step_locked(&cells, &inboxes, end);
                 windows += 1;
                 let on_trial = trial == Trial::GiveUpIfSparse && started.elapsed() < TRIAL_WALL;
                 if windows.is_multiple_of(256) {
-                    let events: u64 = refs.iter().map(|p| p.popped()).sum();
                     progress(events + coordinator.events_outside, end);
                     let sparse = events < MIN_EVENTS_PER_WINDOW * windows;
                     if on_trial && windows >= TRIAL_WINDOWS && sparse {
@@ -811,24 +873,9 @@ pub(crate) fn run<M: Splittable>(
     if gave_up {
         return None;
     }
-    let mut parts: Vec<M> = cells
+    let parts: Vec<M> = cells
         .into_iter()
         .map(|m| m.into_inner().expect("a part's thread panicked"))
         .collect();
-    let events: u64 = parts.iter().map(|p| p.popped()).sum::<u64>() + coordinator.events_outside;
-    let now = (parts.iter_mut().map(|p| p.clock()))
-        .chain([coordinator.last_global])
-        .max()
-        .unwrap_or(Time::ZERO);
-    let end = SplitEnd {
-        events,
-        windows,
-        now,
-        in_flight: coordinator.in_flight,
-        stop_at,
-        stopped_by_time: coordinator.stopped_by_time,
-        deadlock: coordinator.deadlock,
-        samples: coordinator.samples,
-    };
-    Some(M::merge(parts, end))
+    Some(coordinator.merge(parts, windows))
 }

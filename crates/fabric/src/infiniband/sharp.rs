@@ -51,22 +51,7 @@ impl SharpGroup {
             .filter(|&n| tier(n).is_some())
             .max_by_key(|&n| (tier(n), std::cmp::Reverse(n)))
             .ok_or(BuildError::SharpWithoutSwitches)?;
-        // Breadth-first over switch-to-switch links: the port of each switch toward its
-        // parent.
-        let mut up: Vec<Option<PortId>> = vec![None; nodes.len()];
-        let mut seen = vec![false; nodes.len()];
-        seen[root] = true;
-        let mut queue = VecDeque::from([root]);
-        while let Some(n) = queue.pop_front() {
-            for &p in topo.node_ports(NodeId(n as u32)) {
-                let peer = topo.port(topo.port(p).peer).node.index();
-                if tier(peer).is_some() && !seen[peer] {
-                    seen[peer] = true;
-                    up[peer] = Some(topo.port(p).peer);
-                    queue.push_back(peer);
-                }
-            }
-        }
+        let mut up = ports_toward(topo, root);
         let mut down: Vec<Vec<PortId>> = vec![Vec::new(); nodes.len()];
         let mut on_tree = vec![false; nodes.len()];
         let mut depth = 0;
@@ -133,4 +118,26 @@ impl SharpGroup {
         *count += 1;
         *count as usize == self.down[node.index()].len()
     }
+}
+
+/// Each switch's port toward its parent on the breadth-first tree of switch-to-switch
+/// links from `root` (None for the root, hosts and switches it does not reach).
+fn ports_toward(topo: &Topology, root: usize) -> Vec<Option<PortId>> {
+    let nodes = topo.nodes();
+    let is_switch = |n: usize| matches!(nodes[n], NodeKind::Switch { .. });
+    let mut up: Vec<Option<PortId>> = vec![None; nodes.len()];
+    let mut seen = vec![false; nodes.len()];
+    seen[root] = true;
+    let mut queue = VecDeque::from([root]);
+    while let Some(n) = queue.pop_front() {
+        for &p in topo.node_ports(NodeId(n as u32)) {
+            let peer = topo.port(topo.port(p).peer).node.index();
+            if is_switch(peer) && !seen[peer] {
+                seen[peer] = true;
+                up[peer] = Some(topo.port(p).peer);
+                queue.push_back(peer);
+            }
+        }
+    }
+    up
 }

@@ -21,6 +21,16 @@ pub(super) struct Hca {
     pub(super) qps: Vec<VecDeque<u32>>,
 }
 
+impl Hca {
+    /// An HCA with nothing to send on any of its `vls` virtual lanes.
+    pub(super) fn new(vls: usize) -> Hca {
+        Hca {
+            acks: vec![VecDeque::new(); vls],
+            qps: vec![VecDeque::new(); vls],
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub(crate) struct Flow {
     pub(super) msg: Message,

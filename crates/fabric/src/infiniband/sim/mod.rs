@@ -19,7 +19,6 @@ use fabricsim_core::proto::vlarb::{ArbEntry, ArbTable};
 use fabricsim_core::topology::{Routes, Topology};
 use fabricsim_core::units::{NodeId, PortId, Time};
 use fabricsim_core::wire::ib::{self};
-use std::collections::VecDeque;
 
 mod capture;
 mod deadlock;
@@ -127,21 +126,11 @@ impl Simulation {
         part: Option<Part<Frame>>,
     ) -> Result<Self, BuildError> {
         let routes = Routes::minimal(&topo)?;
-        if let Some(n) = (0..topo.nodes().len())
-            .find(|&n| topo.node_ports(NodeId(n as u32)).len() + 1 >= NO_INPUT as usize)
-        {
-            return Err(BuildError::SwitchRadix {
-                switch: n,
-                ports: topo.node_ports(NodeId(n as u32)).len(),
-                max: NO_INPUT as usize - 2,
-            });
-        }
+        check_radix(&topo)?;
         let vls = cfg.virtual_lanes as usize;
         let blocks = cfg.vl_buffer / ib::CREDIT_BLOCK as u32;
         let arbitration = ArbTable::new(
-            cfg.vl_weights
-                .iter()
-                .enumerate()
+            (cfg.vl_weights.iter().enumerate())
                 .map(|(vl, &weight)| ArbEntry {
                     vl: vl as u8,
                     weight,
@@ -150,12 +139,7 @@ impl Simulation {
         );
         let egress = egress_queues(&topo, vls);
         let ports = port_states(&topo, &arbitration);
-        let hcas = (0..topo.host_count())
-            .map(|_| Hca {
-                acks: vec![VecDeque::new(); vls],
-                qps: vec![VecDeque::new(); vls],
-            })
-            .collect();
+        let hcas = (0..topo.host_count()).map(|_| Hca::new(vls)).collect();
         let ties = Ties::new(ports.len(), "InfiniBand")?;
         let queue = EventQueue::new();
         let messages = &workload.messages;
@@ -429,5 +413,18 @@ impl MessageFabric for Simulation {
         if let Some(part) = &mut self.part {
             part.tell_completed(flow, at);
         }
+    }
+}
+
+/// Refuses a switch with more ports than an input index can name ([`NO_INPUT`]).
+fn check_radix(topo: &Topology) -> Result<(), BuildError> {
+    let too_many = |n: usize| topo.node_ports(NodeId(n as u32)).len() + 1 >= NO_INPUT as usize;
+    match (0..topo.nodes().len()).find(|&n| too_many(n)) {
+        Some(n) => Err(BuildError::SwitchRadix {
+            switch: n,
+            ports: topo.node_ports(NodeId(n as u32)).len(),
+            max: NO_INPUT as usize - 2,
+        }),
+        None => Ok(()),
     }
 }

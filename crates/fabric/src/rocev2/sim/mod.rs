@@ -139,25 +139,10 @@ impl Simulation {
         stop_at: Option<Time>,
         part: Option<Part<Frame>>,
     ) -> Result<Self, BuildError> {
-        if cfg.mtu > MAX_MTU {
-            return Err(BuildError::Mtu {
-                mtu: cfg.mtu,
-                max: MAX_MTU,
-            });
-        }
-        if topo.ports().len() >= PacketPort::MAX_PORTS {
-            return Err(BuildError::TooManyPorts {
-                ports: topo.ports().len(),
-                model: "RoCEv2",
-                max: PacketPort::MAX_PORTS as u64 - 1,
-            });
-        }
+        check_fits(&cfg, &topo, workload)?;
         let routes = Routes::minimal(&topo)?;
         let ports = port_states(&cfg, &topo);
         let buffers = shared_buffers(&cfg, &topo, &ports)?;
-        if !workload.sharp_groups.is_empty() {
-            return Err(BuildError::SharpNeedsInfiniband);
-        }
         let ties = Ties::new(ports.len(), "RoCEv2")?;
         let messages = &workload.messages;
         let mut lifecycle = Lifecycle::new(workload, &topo, cfg.nic_tx_latency);
@@ -464,4 +449,26 @@ fn flowlet_tables(cfg: &RoceConfig, topo: &Topology) -> (Vec<Flowlet>, Vec<usize
         }
     }
     (vec![Flowlet::default(); next], base)
+}
+
+/// Refuses what the model cannot hold: an MTU above [`MAX_MTU`], more ports than a
+/// [`PacketPort`] can name, SHARP groups (InfiniBand's).
+fn check_fits(cfg: &RoceConfig, topo: &Topology, workload: &Workload) -> Result<(), BuildError> {
+    if cfg.mtu > MAX_MTU {
+        return Err(BuildError::Mtu {
+            mtu: cfg.mtu,
+            max: MAX_MTU,
+        });
+    }
+    if topo.ports().len() >= PacketPort::MAX_PORTS {
+        return Err(BuildError::TooManyPorts {
+            ports: topo.ports().len(),
+            model: "RoCEv2",
+            max: PacketPort::MAX_PORTS as u64 - 1,
+        });
+    }
+    if !workload.sharp_groups.is_empty() {
+        return Err(BuildError::SharpNeedsInfiniband);
+    }
+    Ok(())
 }

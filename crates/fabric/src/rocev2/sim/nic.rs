@@ -149,8 +149,20 @@ impl Simulation {
             return Err(has_data.then_some(until));
         }
         let rate = self.ports[port.index()].link.rate;
+        let pos = self.sendable_qp(host, rate, now)?;
+        Ok(self.send_segment(host, pos, now))
+    }
+
+    /// The position in `host`'s QP list of the first QP whose window and pacing let it
+    /// send now on a link of `rate`; else when pacing lets the first of them send (None:
+    /// every window is full).
+    fn sendable_qp(
+        &mut self,
+        host: HostId,
+        rate: BitRate,
+        now: Time,
+    ) -> Result<usize, Option<Time>> {
         let mut wake: Option<Time> = None;
-        let mut chosen = None;
         for pos in 0..self.nics[host.index()].qps.len() {
             let f = self.nics[host.index()].qps[pos];
             if !self.may_send(f) {
@@ -159,14 +171,16 @@ impl Simulation {
             }
             let (allowed, look) = self.pacing(f, rate, now);
             if allowed <= now {
-                chosen = Some(pos);
-                break;
+                return Ok(pos);
             }
             wake = Some(wake.map_or(look, |w| w.min(look)));
         }
-        let Some(pos) = chosen else {
-            return Err(wake);
-        };
+        Err(wake)
+    }
+
+    /// Sends the next segment of the QP at `pos` in `host`'s list, which may send now:
+    /// its frame, with its sender, rate control, timer and hand-over brought up to date.
+    fn send_segment(&mut self, host: HostId, pos: usize, now: Time) -> Slot {
         let int_bytes = self.int_bytes();
         let nic = &mut self.nics[host.index()];
         let f = nic.qps.remove(pos).expect("chosen from the list");
@@ -223,7 +237,7 @@ impl Simulation {
             port: PacketPort::UNROUTED,
         }));
         self.stamp_departure(slot, now);
-        Ok(slot)
+        slot
     }
 
     /// Bytes HPCC's INT header adds to data packets and ACKs (none without HPCC).

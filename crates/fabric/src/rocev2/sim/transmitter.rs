@@ -23,37 +23,14 @@ impl Simulation {
             if p.wake_at == NEVER {
                 return;
             }
-            // The frame's end event was deferred. If it is still to come, what it will find
-            // is foreseen again: if that is now something sendable by its end, it is queued,
-            // in its own place; if something becomes sendable sooner than the wake-up queued
-            // for after it, that wake-up is queued anew (the old one goes stale). If the end
-            // has passed, it found nothing sendable, so the transmitter has been idle since,
-            // waiting for the wake-up queued for it if any.
-            let (end, tie) = (p.wake_at, p.end_tie);
-            if p.deferred_end_to_come(now, self.state.queue.now_tie()) {
-                let at = match self.after_end(port, end, None) {
-                    AfterEnd::Sendable => end,
-                    AfterEnd::Wake(at) => at,
-                    AfterEnd::Idle => return,
-                };
-                let p = &mut self.ports[port.index()];
-                if at >= p.wake_after_end {
-                    return;
-                }
-                if at == end {
-                    p.wake_at = NEVER;
-                    p.wake_after_end = NEVER;
-                } else {
-                    p.wake_after_end = at;
-                }
-                p.generation += 1;
-                let generation = p.generation;
-                self.schedule_frame_end(port, at, tie, generation);
+            if self.foresee_deferred_end(port, now) {
                 return;
             }
+            let p = &mut self.ports[port.index()];
             p.busy = false;
             p.wake_at = std::mem::replace(&mut p.wake_after_end, NEVER);
         }
+        let p = &mut self.ports[port.index()];
         if let Some(quanta) = p.pfc_pending.take() {
             p.pause_frames += 1;
             if quanta > 0 && p.xoff {
@@ -98,6 +75,41 @@ impl Simulation {
             }
             Err(None) => {}
         }
+    }
+
+    /// A busy `port` whose frame's end event was deferred: whether that end is still to
+    /// come (then handled here). Returns false if the end has passed.
+    fn foresee_deferred_end(&mut self, port: PortId, now: Time) -> bool {
+        // The frame's end event was deferred. If it is still to come, what it will find
+        // is foreseen again: if that is now something sendable by its end, it is queued,
+        // in its own place; if something becomes sendable sooner than the wake-up queued
+        // for after it, that wake-up is queued anew (the old one goes stale). If the end
+        // has passed, it found nothing sendable, so the transmitter has been idle since,
+        // waiting for the wake-up queued for it if any.
+        let p = &self.ports[port.index()];
+        let (end, tie) = (p.wake_at, p.end_tie);
+        if p.deferred_end_to_come(now, self.state.queue.now_tie()) {
+            let at = match self.after_end(port, end, None) {
+                AfterEnd::Sendable => end,
+                AfterEnd::Wake(at) => at,
+                AfterEnd::Idle => return true,
+            };
+            let p = &mut self.ports[port.index()];
+            if at >= p.wake_after_end {
+                return true;
+            }
+            if at == end {
+                p.wake_at = NEVER;
+                p.wake_after_end = NEVER;
+            } else {
+                p.wake_after_end = at;
+            }
+            p.generation += 1;
+            let generation = p.generation;
+            self.schedule_frame_end(port, at, tie, generation);
+            return true;
+        }
+        false
     }
 
     /// Puts the frame in `slot` on the wire; the transmitter is busy until its last bit
