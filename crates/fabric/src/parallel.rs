@@ -694,6 +694,29 @@ impl Crowding {
 /// 8.3 s and 11.2 s; a 127:1 incast (6) 0.08 s and 0.20 s (BENCHMARKS.md).
 pub const MIN_EVENTS_PER_WINDOW: u64 = 40;
 
+/// How a run is split: into `threads` parts, each on its own thread, ending by
+/// `stop_at` if given, judged by `trial`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SplitRun {
+    pub threads: usize,
+    pub trial: Trial,
+    pub stop_at: Option<Time>,
+}
+
+/// Runs a model split as `how` says, its parts built by `part` (each keeps the whole
+/// state and handles the events of the ports its `Part` holds), and returns the run
+/// merged into one, identical to the run on one thread; `None` if the trial gave up.
+/// `progress` is called from time to time with the events so far and the simulated time.
+pub(crate) fn run_split<M: Splittable>(
+    topo: &Topology,
+    how: SplitRun,
+    progress: &mut dyn FnMut(u64, Time),
+    part: impl Fn(Part<M::Frame>) -> Result<M, BuildError>,
+) -> Result<Option<M>, BuildError> {
+    let parts = parts(topo, how.threads, part)?;
+    Ok(run(parts, how.stop_at, how.trial, progress))
+}
+
 /// How a split run decides whether to go on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Trial {
@@ -786,7 +809,7 @@ pub(crate) fn holder<'a, M: Splittable>(parts: &[&'a M], port: usize) -> &'a M {
 
 /// The `threads` parts of a run on `topo`, cut by [`cut`], each built by `build` from its
 /// [`Part`].
-pub(crate) fn parts<M: Splittable>(
+fn parts<M: Splittable>(
     topo: &Topology,
     threads: usize,
     build: impl Fn(Part<M::Frame>) -> Result<M, BuildError>,
@@ -801,7 +824,7 @@ pub(crate) fn parts<M: Splittable>(
 /// Runs `parts` (built by [`parts`]), one thread each, and returns the run merged into one, identical to the run on one thread; `None`
 /// if `trial` gave up. `progress` is called from time to time with the events so far and
 /// the simulated time.
-pub(crate) fn run<M: Splittable>(
+fn run<M: Splittable>(
     parts: Vec<M>,
     stop_at: Option<Time>,
     trial: Trial,

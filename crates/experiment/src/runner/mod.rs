@@ -15,6 +15,7 @@ use fabricsim_core::units::HostId;
 use fabricsim_core::units::Time;
 use fabricsim_fabric::flow::{self, FlowConfig, FlowRouting, FlowWire, Sharing, QUEUE_QUANTILES};
 use fabricsim_fabric::infiniband::{self, CaptureFilter};
+use fabricsim_fabric::parallel::SplitRun;
 pub use fabricsim_fabric::parallel::Trial;
 use fabricsim_fabric::rocev2::{self, LoadBalancing};
 use fabricsim_fabric::workload::datapath::{self};
@@ -119,6 +120,11 @@ pub fn run_threaded(
         datapath::apply(&mut workload, h, topo.host_count(), scenario.gpus_per_node);
     }
     let (mut probe, mut probed) = (0, 1);
+    let how = SplitRun {
+        threads,
+        trial,
+        stop_at: scenario.stop_at,
+    };
     // The model, and the wall time of a run already finished (split over threads), or
     // why it goes on one thread.
     let (mut sim, finished) = match scenario.fabric {
@@ -145,9 +151,7 @@ pub fn run_threaded(
                         scenario.ib.clone(),
                         topo.clone(),
                         &workload,
-                        scenario.stop_at,
-                        threads,
-                        trial,
+                        how,
                         bar,
                     )
                     .map_err(String::from)
@@ -194,16 +198,8 @@ pub fn run_threaded(
                 progress,
                 "RoCEv2",
                 |bar| {
-                    rocev2::parallel::run(
-                        cfg.clone(),
-                        topo.clone(),
-                        &workload,
-                        scenario.stop_at,
-                        threads,
-                        trial,
-                        bar,
-                    )
-                    .map_err(String::from)
+                    rocev2::parallel::run(cfg.clone(), topo.clone(), &workload, how, bar)
+                        .map_err(String::from)
                 },
             )?;
             match split {

@@ -4,7 +4,7 @@
 use super::sim::Simulation;
 use super::IbConfig;
 use crate::driver::BuildError;
-use crate::parallel::{self, Trial};
+use crate::parallel::{self, SplitRun};
 use crate::workload::Workload;
 use fabricsim_core::topology::Topology;
 use fabricsim_core::units::Time;
@@ -26,21 +26,15 @@ pub fn why_not_split(cfg: &IbConfig, topo: &Topology, workload: &Workload) -> Op
     }
 }
 
-/// Runs the scenario split into `threads` parts, one thread each, and returns the run
-/// merged into one, identical to the run on one thread; `None` if `trial` gave up.
-/// `progress` is called from time to time with the events so far and the simulated
-/// time.
+/// The scenario run split as `how` says ([`parallel::run_split`]).
 pub fn run(
     cfg: IbConfig,
     topo: Topology,
     workload: &Workload,
-    stop_at: Option<Time>,
-    threads: usize,
-    trial: Trial,
+    how: SplitRun,
     progress: &mut dyn FnMut(u64, Time),
 ) -> Result<Option<Simulation>, BuildError> {
-    let parts = parallel::parts(&topo, threads, |part| {
+    parallel::run_split(&topo, how, progress, |part| {
         Simulation::new_part(cfg.clone(), topo.clone(), workload, part)
-    })?;
-    Ok(parallel::run(parts, stop_at, trial, progress))
+    })
 }

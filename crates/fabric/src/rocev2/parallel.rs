@@ -5,7 +5,7 @@ use super::sim::Simulation;
 use super::RoceConfig;
 use crate::driver::BuildError;
 use crate::driver::{link_lookahead, PacketTrain};
-use crate::parallel::{self, Trial, MIN_EVENTS_PER_WINDOW};
+use crate::parallel::{self, SplitRun, MIN_EVENTS_PER_WINDOW};
 use crate::workload::Workload;
 use fabricsim_core::topology::{NodeKind, Topology};
 use fabricsim_core::units::{HostId, Time};
@@ -107,21 +107,15 @@ fn hops_to(topo: &Topology, dst: HostId) -> Vec<u32> {
     hops
 }
 
-/// Runs the scenario split into `threads` parts, one thread each, and returns the run
-/// merged into one, identical to the run on one thread; `None` if `trial` gave up.
-/// `progress` is called from time to time with the events so far and the simulated
-/// time.
+/// The scenario run split as `how` says ([`parallel::run_split`]).
 pub fn run(
     cfg: RoceConfig,
     topo: Topology,
     workload: &Workload,
-    stop_at: Option<Time>,
-    threads: usize,
-    trial: Trial,
+    how: SplitRun,
     progress: &mut dyn FnMut(u64, Time),
 ) -> Result<Option<Simulation>, BuildError> {
-    let parts = parallel::parts(&topo, threads, |part| {
+    parallel::run_split(&topo, how, progress, |part| {
         Simulation::new_part(cfg.clone(), topo.clone(), workload, part)
-    })?;
-    Ok(parallel::run(parts, stop_at, trial, progress))
+    })
 }
