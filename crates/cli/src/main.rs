@@ -709,7 +709,8 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
                 Ok(Completion::Complete)
             } else {
                 eprintln!(
-                    "fabricsim validate: outside tolerance (or moved from the recorded figure): {}",
+                    "fabricsim validate: outside tolerance, beyond the {:.0} % a known miss may hold, or moved from the recorded figure: {}",
+                    validate::KNOWN_MISS_BOUND * 100.0,
                     moved.join(", ")
                 );
                 Ok(Completion::Unfinished)

@@ -794,21 +794,42 @@ fn ipv6_roce_frames_carry_a_valid_udp_checksum() {
     assert!(statuses.iter().all(|s| *s == "1"), "{text}");
 }
 
-/// The validation suite: every case within its tolerance or a known miss that has not
-/// moved from its recorded figure; the JSON list of SCENARIO.md v2 and the report.
+/// The validation suite: no known miss has moved from its recorded figure; a case holds
+/// if within its tolerance or a known miss within 10 % of its measurement (issue 33), and
+/// the exit status is 3, naming them, exactly when some case does not; the JSON list of
+/// SCENARIO.md v2 and the report.
 #[test]
-fn validate_holds_every_case_and_reports_them() {
+fn validate_reports_every_case_against_its_measurement() {
     let d = tmpdir("validate");
     let report = d.join("report");
     let out = run(&["validate", "--json", "--report", report.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let err = String::from_utf8_lossy(&out.stderr);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let cases = v.as_array().unwrap();
     assert!(cases.len() >= 10);
+    let mut failing = Vec::new();
+    for c in cases {
+        let error = c["error"].as_f64().unwrap();
+        let within = c["within"].as_bool().unwrap();
+        if let Some(recorded) = c["recorded"].as_f64() {
+            let simulated = c["simulated"].as_f64().unwrap();
+            assert!(
+                (simulated - recorded).abs() <= 0.01 * recorded.abs(),
+                "a known miss moved from its recorded figure: review it, then record it anew: {c}"
+            );
+        }
+        if !(within || (c["known_miss"].is_string() && error.abs() <= 0.10)) {
+            failing.push(c["case"].as_str().unwrap().to_string());
+        }
+    }
+    assert_eq!(
+        out.status.code(),
+        Some(if failing.is_empty() { 0 } else { 3 }),
+        "{err}"
+    );
+    for case in &failing {
+        assert!(err.contains(case.as_str()), "{case} not named: {err}");
+    }
     for c in cases {
         for k in ["case", "unit", "source"] {
             assert!(c[k].is_string(), "{k} in {c}");
