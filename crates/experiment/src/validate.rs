@@ -354,3 +354,47 @@ pub fn write_report(dir: &Path, results: &[Comparison]) -> std::io::Result<()> {
         &["validation.html", "validation.json"],
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(measured: f64, simulated: f64, known_miss: bool, recorded: Option<f64>) -> Comparison {
+        let error = (simulated - measured) / measured;
+        Comparison {
+            case: "c".into(),
+            measured,
+            simulated,
+            error,
+            unit: "GB/s".into(),
+            source: "s".into(),
+            reference_kind: "measurement".into(),
+            file: "f".into(),
+            fabric: "infiniband",
+            missing: String::new(),
+            tolerance: 0.05,
+            within: error.abs() <= 0.05,
+            known_miss: known_miss.then(|| "why".to_string()),
+            recorded,
+        }
+    }
+
+    #[test]
+    fn a_known_miss_holds_only_within_ten_percent_of_the_measurement_and_its_record() {
+        assert!(case(100.0, 103.0, false, None).holds());
+        assert!(!case(100.0, 106.0, false, None).holds());
+        assert!(case(100.0, 109.0, true, Some(109.0)).holds());
+        // Within 1 % of its record, but 12 % from the measurement.
+        let far = case(100.0, 112.0, true, Some(112.0));
+        assert!(!far.holds() && !far.moved());
+        assert!(
+            far.status().starts_with("MISS: beyond the 10 %"),
+            "{}",
+            far.status()
+        );
+        // Within 10 % of the measurement, but moved 2 % from its record.
+        let moved = case(100.0, 108.0, true, Some(105.9));
+        assert!(!moved.holds() && moved.moved());
+        assert!(moved.status().starts_with("MOVED"), "{}", moved.status());
+    }
+}
