@@ -224,55 +224,47 @@ pub fn run_threaded(
             say_once(&note);
         }
     }
-    Ok(match sim {
-        Model::Ib(s) => Outcome {
-            report: s.report(),
-            wall_seconds,
-            captured: Capture::Infiniband(s.captured().to_vec()),
-            rates: Vec::new(),
-            collectives: workload.collectives,
-            trainings: workload.trainings,
-            entries: workload.entries,
-            data_paths: workload.data_paths,
-            flow_level: false,
-            flow_notes: Vec::new(),
-            level_reason: level_reason.clone(),
-            threads: split_over,
-            windows: s.windows(),
-        },
-        Model::Roce(s) => Outcome {
-            report: s.report(),
-            wall_seconds,
-            captured: Capture::Ethernet(s.captured().to_vec()),
-            rates: s.rate_samples().to_vec(),
-            collectives: workload.collectives,
-            trainings: workload.trainings,
-            entries: workload.entries,
-            data_paths: workload.data_paths,
-            flow_level: false,
-            flow_notes: Vec::new(),
-            level_reason: level_reason.clone(),
-            threads: split_over,
-            windows: s.windows(),
-        },
-        Model::Flow(s) => Outcome {
-            report: s.report(),
-            wall_seconds,
-            captured: match scenario.fabric {
+    // What each model gives: its report, capture, rate samples, windows and notes.
+    let (report, captured, rates, windows, notes) = match sim {
+        Model::Ib(s) => (
+            s.report(),
+            Capture::Infiniband(s.captured().to_vec()),
+            Vec::new(),
+            s.windows(),
+            None,
+        ),
+        Model::Roce(s) => (
+            s.report(),
+            Capture::Ethernet(s.captured().to_vec()),
+            s.rate_samples().to_vec(),
+            s.windows(),
+            None,
+        ),
+        Model::Flow(s) => (
+            s.report(),
+            match scenario.fabric {
                 FabricKind::Infiniband => Capture::Infiniband(Vec::new()),
                 FabricKind::Rocev2 => Capture::Ethernet(Vec::new()),
             },
-            rates: Vec::new(),
-            collectives: workload.collectives,
-            trainings: workload.trainings,
-            entries: workload.entries,
-            data_paths: workload.data_paths,
-            flow_level: true,
-            flow_notes: flow_notes(&s, probe, probed, scenario),
-            level_reason: level_reason.clone(),
-            threads: split_over,
-            windows: 0,
-        },
+            Vec::new(),
+            0,
+            Some(flow_notes(&s, probe, probed, scenario)),
+        ),
+    };
+    Ok(Outcome {
+        report,
+        wall_seconds,
+        captured,
+        rates,
+        collectives: workload.collectives,
+        trainings: workload.trainings,
+        entries: workload.entries,
+        data_paths: workload.data_paths,
+        flow_level: notes.is_some(),
+        flow_notes: notes.unwrap_or_default(),
+        level_reason,
+        threads: split_over,
+        windows,
     })
 }
 
