@@ -568,46 +568,6 @@ impl<M: Splittable> Coordinator<M> {
     }
 }
 
-impl<M: Splittable> Coordinator<M> {
-    /// [`Self::step`] at the end of the window ending at `end`, taking every part's
-    /// lock and inbox and putting the inboxes back; with the parts' events so far.
-    fn step_locked(
-        &mut self,
-        cells: &[Mutex<M>],
-        inboxes: &[Mutex<Vec<Crossing<M::Frame>>>],
-        end: Time,
-    ) -> (Option<Time>, u64) {
-        let mut guards: Vec<_> = cells.iter().map(lock).collect();
-        let mut refs: Vec<&mut M> = guards.iter_mut().map(|g| &mut **g).collect();
-        let mut boxes: Vec<Vec<Crossing<M::Frame>>> = inboxes.iter().map(take).collect();
-        let next = self.step(&mut refs, &mut boxes, Some(end));
-        for (m, b) in inboxes.iter().zip(boxes) {
-            *m.lock().expect("a part's thread panicked") = b;
-        }
-        (next, refs.iter().map(|p| p.popped()).sum())
-    }
-
-    /// The finished parts merged into one run of `windows` windows.
-    fn merge(self, mut parts: Vec<M>, windows: u64) -> M {
-        let events: u64 = parts.iter().map(|p| p.popped()).sum::<u64>() + self.events_outside;
-        let now = (parts.iter_mut().map(|p| p.clock()))
-            .chain([self.last_global])
-            .max()
-            .unwrap_or(Time::ZERO);
-        let end = SplitEnd {
-            events,
-            windows,
-            now,
-            in_flight: self.in_flight,
-            stop_at: self.stop_at,
-            stopped_by_time: self.stopped_by_time,
-            deadlock: self.deadlock,
-            samples: self.samples,
-        };
-        M::merge(parts, end)
-    }
-}
-
 /// Windows a split run looks at before judging whether splitting pays.
 const TRIAL_WINDOWS: u64 = 1024;
 
@@ -730,6 +690,44 @@ pub enum Trial {
 }
 
 impl<M: Splittable> Coordinator<M> {
+    /// [`Self::step`] at the end of the window ending at `end`, taking every part's
+    /// lock and inbox and putting the inboxes back.
+    fn step_locked(
+        &mut self,
+        cells: &[Mutex<M>],
+        inboxes: &[Mutex<Vec<Crossing<M::Frame>>>],
+        end: Time,
+    ) -> Option<Time> {
+        let mut guards: Vec<_> = cells.iter().map(lock).collect();
+        let mut refs: Vec<&mut M> = guards.iter_mut().map(|g| &mut **g).collect();
+        let mut boxes: Vec<Vec<Crossing<M::Frame>>> = inboxes.iter().map(take).collect();
+        let next = self.step(&mut refs, &mut boxes, Some(end));
+        for (m, b) in inboxes.iter().zip(boxes) {
+            *m.lock().expect("a part's thread panicked") = b;
+        }
+        next
+    }
+
+    /// The finished parts merged into one run of `windows` windows.
+    fn merge(self, mut parts: Vec<M>, windows: u64) -> M {
+        let events: u64 = parts.iter().map(|p| p.popped()).sum::<u64>() + self.events_outside;
+        let now = (parts.iter_mut().map(|p| p.clock()))
+            .chain([self.last_global])
+            .max()
+            .unwrap_or(Time::ZERO);
+        let end = SplitEnd {
+            events,
+            windows,
+            now,
+            in_flight: self.in_flight,
+            stop_at: self.stop_at,
+            stopped_by_time: self.stopped_by_time,
+            deadlock: self.deadlock,
+            samples: self.samples,
+        };
+        M::merge(parts, end)
+    }
+
     /// The coordinator of a run whose parts are like `part`, before its first window.
     fn new(part: &M, stop_at: Option<Time>) -> Self {
         Coordinator {
@@ -873,10 +871,11 @@ fn run<M: Splittable>(
                 let end = Time(window_end.load(Ordering::Acquire));
                 lock(&cells[0]).run_window(take(&inboxes[0]), end);
                 barrier.wait();
-                let (next, events) = coordinator.step_locked(&cells, &inboxes, end);
+                let next = coordinator.step_locked(&cells, &inboxes, end);
                 windows += 1;
                 let on_trial = trial == Trial::GiveUpIfSparse && started.elapsed() < TRIAL_WALL;
                 if windows.is_multiple_of(256) {
+                    let events: u64 = cells.iter().map(|c| lock(c).popped()).sum();
                     progress(events + coordinator.events_outside, end);
                     let sparse = events < MIN_EVENTS_PER_WINDOW * windows;
                     if on_trial && windows >= TRIAL_WINDOWS && sparse {

@@ -219,11 +219,6 @@ pub fn run_threaded(
         Ok(wall) => wall,
         Err(one_thread) => drive(&mut sim, progress, one_thread),
     };
-    if let (Model::Flow(s), true) = (&sim, progress) {
-        for note in flow_notes(s, probe, probed, scenario) {
-            say_once(&note);
-        }
-    }
     // What each model gives: its report, capture, rate samples, windows and notes.
     let (report, captured, rates, windows, notes) = match sim {
         Model::Ib(s) => (
@@ -251,6 +246,11 @@ pub fn run_threaded(
             Some(flow_notes(&s, probe, probed, scenario)),
         ),
     };
+    if progress {
+        for note in notes.iter().flatten() {
+            say_once(note);
+        }
+    }
     Ok(Outcome {
         report,
         wall_seconds,
