@@ -378,6 +378,7 @@ impl Scenario {
                 nic: link_rate,
                 gpus_per_node: topo.gpus_per_node,
                 nvlink: topo.nvlink.rate,
+                nvls: topo.nvls,
             },
             choices: Default::default(),
         };

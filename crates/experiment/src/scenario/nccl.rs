@@ -56,7 +56,8 @@ impl NcclSettings {
 /// `[nccl] algorithm`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NcclAlgorithm {
-    /// NCCL's tuner picks ring or tree per all-reduce by its size, ranks and servers.
+    /// NCCL's tuner picks ring, tree or NVLS per all-reduce by its size, ranks and
+    /// servers.
     Auto,
     /// NCCL's ring: on servers of several GPUs with a NIC each, every rail carries its
     /// share (fabricsim's "hierarchical" shape); otherwise a ring over the ranks.
@@ -65,6 +66,8 @@ pub enum NcclAlgorithm {
     Tree,
     /// NCCL's CollNet: SHARP in the InfiniBand switches (fabricsim's "sharp").
     CollNet,
+    /// NCCL's NVLS (one server) or NVLS-tree (several): NVLink SHARP on the NVSwitch.
+    Nvls,
 }
 
 const NAMES: [&str; 5] = ["auto", "ring", "tree", "nvls", "collnet"];
@@ -115,11 +118,7 @@ fn algorithm(c: &Ctx, f: &FileNccl) -> Result<Option<NcclAlgorithm>, ScenarioErr
         Some("ring") => Some(NcclAlgorithm::Ring),
         Some("tree") => Some(NcclAlgorithm::Tree),
         Some("collnet") => Some(NcclAlgorithm::CollNet),
-        Some(other) => {
-            return Err(invalid(format!(
-                "nccl.algorithm = \"{other}\": NVLink SHARP (NVSwitch reductions) is not modelled; give \"auto\", \"ring\", \"tree\" or \"collnet\""
-            )))
-        }
+        Some(_) => Some(NcclAlgorithm::Nvls),
     })
 }
 
@@ -128,6 +127,8 @@ pub(super) struct Hardware {
     pub nic: BitRate,
     pub gpus_per_node: u32,
     pub nvlink: BitRate,
+    /// Whether the servers' NVSwitch has NVLink SHARP.
+    pub nvls: bool,
 }
 
 /// The algorithm `choice` gives an all-reduce of `bytes` over `ranks`, and a line saying
@@ -139,6 +140,8 @@ pub(super) fn resolve(
     hw: &Hardware,
 ) -> (CollectiveAlgorithm, String) {
     let servers = by_server(ranks, hw.gpus_per_node);
+    // Whole servers, one or more: NVLink inside each, NVLS where the NVSwitch has it.
+    let whole = whole_servers(ranks, hw.gpus_per_node);
     let ring = if servers {
         CollectiveAlgorithm::Hierarchical
     } else {
@@ -158,8 +161,14 @@ pub(super) fn resolve(
                 "[nccl] algorithm = \"collnet\"".into(),
             )
         }
+        NcclAlgorithm::Nvls => {
+            return (
+                CollectiveAlgorithm::Nvls,
+                "[nccl] algorithm = \"nvls\"".into(),
+            )
+        }
         NcclAlgorithm::Auto => {
-            let nodes = if servers {
+            let nodes = if whole {
                 ranks.len() as u32 / hw.gpus_per_node
             } else {
                 ranks.len() as u32
@@ -169,9 +178,14 @@ pub(super) fn resolve(
                 nodes,
                 bytes,
                 nic: hw.nic,
-                nvlink: servers.then_some(hw.nvlink),
+                nvlink: whole.then_some(hw.nvlink),
+                nvls: whole && hw.nvls,
             };
-            input.choose(&[TunedAlgorithm::Ring, TunedAlgorithm::Tree])
+            input.choose(&[
+                TunedAlgorithm::Ring,
+                TunedAlgorithm::Tree,
+                TunedAlgorithm::Nvls,
+            ])
         }
     };
     let (best, times) = picked;
@@ -183,6 +197,7 @@ pub(super) fn resolve(
     let algorithm = match best {
         TunedAlgorithm::Tree => CollectiveAlgorithm::Tree,
         TunedAlgorithm::CollNet => CollectiveAlgorithm::Sharp,
+        TunedAlgorithm::Nvls => CollectiveAlgorithm::Nvls,
         TunedAlgorithm::Ring => ring,
     };
     (
@@ -193,4 +208,14 @@ pub(super) fn resolve(
             ranks.len()
         ),
     )
+}
+
+/// Whether `ranks` fill whole servers of `gpus` GPUs, one server after another (hosts
+/// numbered server by server), with several GPUs per server.
+pub(super) fn whole_servers(ranks: &[HostId], gpus: u32) -> bool {
+    gpus > 1
+        && ranks.len().is_multiple_of(gpus as usize)
+        && ranks
+            .chunks(gpus as usize)
+            .all(|s| s.iter().all(|h| h.0 / gpus == s[0].0 / gpus))
 }

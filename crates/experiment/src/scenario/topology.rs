@@ -129,6 +129,9 @@ pub(super) struct TopologySection {
     pub spec: TopologySpec,
     pub gpus_per_node: u32,
     pub nvlink: Nvlink,
+    /// Whether the servers' NVSwitch has NVLink SHARP (NVLS): Hopper and later, so
+    /// every GPU of `topology.gpu` but the A100, with several GPUs per server.
+    pub nvls: bool,
 }
 
 impl TopologySection {
@@ -136,6 +139,7 @@ impl TopologySection {
     pub fn designed(d: ClusterDesigns) -> TopologySection {
         TopologySection {
             gpus_per_node: d.gpus_per_node,
+            nvls: d.gpus_per_node > 1,
             spec: TopologySpec::Cluster(Box::new(d)),
             nvlink: Nvlink::default(),
         }
@@ -180,7 +184,8 @@ pub(super) fn parse(
     }
     let mut nvlink = Nvlink::default();
     let names = GPUS.map(|g| g.0);
-    if let Some(g) = c.choice("topology.gpu", &t.gpu, &names)? {
+    let gpu = c.choice("topology.gpu", &t.gpu, &names)?;
+    if let Some(g) = gpu {
         let &(_, link, memory) = GPUS.iter().find(|x| x.0 == g).expect("a listed GPU");
         nvlink.rate = BitRate(link * 8_000_000_000);
         nvlink.gpu_memory = Some(BitRate(memory * 8_000_000_000));
@@ -205,6 +210,7 @@ pub(super) fn parse(
         spec,
         gpus_per_node,
         nvlink,
+        nvls: gpus_per_node > 1 && gpu != Some("a100"),
     })
 }
 

@@ -1,7 +1,7 @@
 //! A message's life cycle, the same on both fabrics: its dependencies, its post to the NIC, transfers inside a server, and its completion.
 
 use crate::report::FlowResult;
-use crate::workload::{Dep, Local, Message, Workload};
+use crate::workload::{Dep, Local, Message, NvSwitchOp, Stage, Workload};
 use fabricsim_core::topology::{Nvlink, Topology};
 use fabricsim_core::units::{HostId, Time};
 
@@ -73,10 +73,13 @@ impl Dependencies {
 /// The servers' NVLink domains at flow level (see `Nvlink`): a transfer occupies its
 /// sender's NVLink transmit side and its receiver's receive side for bytes / rate, first
 /// come first served, then lands after the latency. NVSwitch is non-blocking, so nothing
-/// else contends.
+/// else contends. An NVLink SHARP operation ([`NvSwitchOp`]) holds each GPU side it uses
+/// for its bytes at NVLS's efficiency, each side first come first served on its own (the
+/// switch streams the slice through; no side waits for the others to be free).
 #[derive(Clone, Debug)]
 pub struct NvlinkDomains {
     nvlink: Nvlink,
+    gpus_per_node: u32,
     tx_free: Vec<Time>,
     rx_free: Vec<Time>,
     /// When each data-path resource is next free.
@@ -88,6 +91,7 @@ impl NvlinkDomains {
         let n = topo.host_count() as usize;
         NvlinkDomains {
             nvlink: topo.nvlink(),
+            gpus_per_node: topo.gpus_per_node().max(1),
             tx_free: vec![Time::ZERO; n],
             rx_free: vec![Time::ZERO; n],
             resources: Vec::new(),
@@ -111,9 +115,32 @@ impl NvlinkDomains {
         self.nvlink.rate.serialization(bytes) + self.nvlink.latency
     }
 
+    /// An NVLink SHARP operation of `bytes` on `owner`'s server posted at `now`: when it
+    /// has landed. A reduction holds every GPU's transmit side and the owner's receive
+    /// side, a multicast the owner's transmit side and every GPU's receive side.
+    pub fn nvswitch(&mut self, op: NvSwitchOp, owner: HostId, bytes: u64, now: Time) -> Time {
+        let hold = self.nvlink.rate.serialization(nvswitch_bytes(bytes));
+        let g = self.gpus_per_node;
+        let server = (owner.0 / g * g) as usize..(owner.0 / g * g + g) as usize;
+        let (all, one) = match op {
+            NvSwitchOp::Reduce => (&mut self.tx_free, &mut self.rx_free),
+            NvSwitchOp::Multicast => (&mut self.rx_free, &mut self.tx_free),
+        };
+        let mut end = hold_side(&mut one[owner.index()], now, hold);
+        for free in &mut all[server] {
+            end = end.max(hold_side(free, now, hold));
+        }
+        end + self.nvlink.latency
+    }
+
+    /// An NVLink SHARP operation's time on an idle server.
+    pub fn nvswitch_ideal(&self, bytes: u64) -> Time {
+        self.ideal(nvswitch_bytes(bytes))
+    }
+
     /// A data-path stage of `bytes` posted at `now`: it holds its resource for
     /// bytes / rate, first come first served, and is done `latency` later.
-    pub fn local(&mut self, stage: Local, bytes: u64, now: Time) -> Time {
+    pub fn local(&mut self, stage: Stage, bytes: u64, now: Time) -> Time {
         let r = stage.resource as usize;
         if self.resources.len() <= r {
             self.resources.resize(r + 1, Time::ZERO);
@@ -123,6 +150,22 @@ impl NvlinkDomains {
         self.resources[r] = end;
         end + stage.latency
     }
+}
+
+/// NVLink SHARP's efficiency on Hopper, 17/20 (NCCL 2.30.7's `nvlsEfficiency`,
+/// src/graph/tuning.cc): the share of NVLink's rate an NVSwitch reduction or multicast
+/// moves data at. NCCL's own model constant: NVIDIA publishes no measurement of it.
+pub const NVLS_EFFICIENCY: (u64, u64) = (17, 20);
+
+/// The NVLink bytes an NVLink SHARP operation of `bytes` takes the time of.
+pub fn nvswitch_bytes(bytes: u64) -> u64 {
+    (bytes * NVLS_EFFICIENCY.1).div_ceil(NVLS_EFFICIENCY.0)
+}
+
+/// Holds a GPU's NVLink side, free at `free`, for `hold` from `now` on: when it is done.
+fn hold_side(free: &mut Time, now: Time, hold: Time) -> Time {
+    *free = now.max(*free) + hold;
+    *free
 }
 
 /// What both fabrics track of a message beyond its transport state.
@@ -283,7 +326,7 @@ impl Lifecycle {
     /// copy of its data, then the NIC's posting latency (data-path stages have none).
     fn post_delay(&self, i: u32, m: &Message) -> Time {
         let prep = self.prep.get(i as usize).copied().unwrap_or(Time::ZERO);
-        if m.local.is_some() {
+        if matches!(m.local, Some(Local::Stage(_))) {
             prep
         } else {
             prep + self.tx_latency
@@ -377,7 +420,8 @@ impl Lifecycle {
         let f = &mut flows[flow as usize];
         let m = *f.message();
         let done = match m.local {
-            Some(stage) => self.local.local(stage, m.size, now),
+            Some(Local::Stage(stage)) => self.local.local(stage, m.size, now),
+            Some(Local::NvSwitch(op)) => self.local.nvswitch(op, m.src, m.size, now),
             None => self.local.transfer(m.src, m.dst, m.size, now),
         };
         let p = f.progress_mut();
@@ -407,7 +451,8 @@ impl Lifecycle {
     /// The ideal time of a message inside a server, if it is one.
     pub fn ideal_local(&self, topo: &Topology, m: &Message) -> Option<Time> {
         match m.local {
-            Some(l) => Some(l.rate.serialization(m.size) + l.latency),
+            Some(Local::Stage(l)) => Some(l.rate.serialization(m.size) + l.latency),
+            Some(Local::NvSwitch(_)) => Some(self.tx_latency + self.local.nvswitch_ideal(m.size)),
             None if topo.over_nvlink(m.src, m.dst) => {
                 Some(self.tx_latency + self.local.ideal(m.size))
             }

@@ -4,9 +4,10 @@
 
 use super::{FlowRouting, Link, Simulation};
 use crate::driver::BuildError;
+use crate::driver::NVLS_EFFICIENCY;
 use crate::driver::{self, Lifecycle};
 use crate::workload::QueuePair;
-use crate::workload::{Local, Message};
+use crate::workload::{Local, Message, NvSwitchOp, Stage};
 use fabricsim_core::topology::NodeKind;
 use fabricsim_core::units::{HostId, PortId, Time};
 
@@ -19,9 +20,15 @@ impl Simulation {
         for i in 0..self.state.flows.len() {
             let m = self.state.flows[i].msg;
             if Lifecycle::is_local(&self.topo, &m) {
-                if self.state.flows[i].pipeline.is_some() && m.local.is_none() {
-                    self.state.flows[i].path =
-                        vec![self.nvlink(m.src, false), self.nvlink(m.dst, true)];
+                if self.state.flows[i].pipeline.is_some() {
+                    match m.local {
+                        None => {
+                            self.state.flows[i].path =
+                                vec![self.nvlink(m.src, false), self.nvlink(m.dst, true)];
+                        }
+                        Some(Local::NvSwitch(op)) => self.nvswitch_path(i, op, m.src),
+                        Some(Local::Stage(_)) => {}
+                    }
                 }
                 continue;
             }
@@ -202,7 +209,7 @@ impl Simulation {
     /// The link standing for a data-path stage's resource (a PCIe direction, a CPU): its
     /// rate in the network's wire bytes (full packets), so a flow's bytes count alike on
     /// both.
-    fn resource(&mut self, stage: &Local) -> u32 {
+    fn resource(&mut self, stage: &Stage) -> u32 {
         if let Some(&l) = self.resources.get(&stage.resource) {
             return l;
         }
@@ -235,6 +242,23 @@ impl Simulation {
         });
         self.nvlinks.insert(key, id);
         id
+    }
+
+    /// A compact NVLink SHARP edge's links: every GPU's NVLink out of `owner`'s server
+    /// and the owner's in for a reduction, the owner's out and every GPU's in for a
+    /// multicast; each byte takes 1 / NVLS's efficiency of each.
+    fn nvswitch_path(&mut self, flow: usize, op: NvSwitchOp, owner: HostId) {
+        let g = self.topo.gpus_per_node().max(1);
+        let first = owner.0 / g * g;
+        let into_all = op == NvSwitchOp::Multicast;
+        let mut path = vec![self.nvlink(owner, !into_all)];
+        for h in first..first + g {
+            path.push(self.nvlink(HostId(h), into_all));
+        }
+        let (kept, took) = NVLS_EFFICIENCY;
+        let f = &mut self.state.flows[flow];
+        f.weights = vec![took as f64 / kept as f64; path.len()];
+        f.path = path;
     }
 
     /// The link standing for `ports`: the port itself, or their trunk.

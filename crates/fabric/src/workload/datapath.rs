@@ -14,7 +14,7 @@
 //! latency is a start cost, paid by a message's first chunk. The network
 //! stage is the fabric itself, one RDMA WRITE per chunk on one connection.
 
-use super::{Dep, Local, Message, Workload};
+use super::{Dep, Local, Message, Stage, Workload};
 use fabricsim_core::units::{BitRate, Time};
 use std::ops::Range;
 
@@ -207,12 +207,12 @@ pub struct PathedMessage {
 pub struct StagedMessage {
     pub msg: u32,
     /// The sender's stages, then the receiver's (the network between them).
-    pub stages: Vec<Local>,
+    pub stages: Vec<Stage>,
     pub chunk: u64,
 }
 
 /// A stage: its name and the transfer it makes (None: the network).
-type Stage = (&'static str, Option<Local>);
+type Named = (&'static str, Option<Stage>);
 
 /// Resource numbering: per host h (GPU h with NIC h), its links' directions; per PCIe
 /// switch its uplink's directions; per server its CPU.
@@ -238,11 +238,11 @@ fn stages(
     host: u32,
     gpus_per_node: u32,
     sending: bool,
-) -> Vec<Stage> {
+) -> Vec<Named> {
     let server = host / gpus_per_node;
     let switch = host / h.gpus_per_pcie_switch.max(1);
     let copy_rate = BitRate(h.pcie.bps().min(h.uplink.bps()).min(h.host_memory.bps()));
-    let local = |kind: u32, index: u32, rate: BitRate, latency: Time| Local {
+    let local = |kind: u32, index: u32, rate: BitRate, latency: Time| Stage {
         resource: r.id(kind, index),
         rate,
         latency,
@@ -397,7 +397,7 @@ pub fn apply(w: &mut Workload, h: &HostConfig, hosts: u32, gpus_per_node: u32) {
                         src,
                         dst,
                         size,
-                        local,
+                        local: local.map(Local::Stage),
                         ..*m
                     },
                     after,

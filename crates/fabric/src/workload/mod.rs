@@ -70,13 +70,35 @@ impl QueuePair {
     }
 }
 
-/// A transfer inside a server: it holds `resource` (a PCIe link direction, a CPU, ...)
-/// for bytes / `rate`, first come first served, and completes `latency` later.
+/// A transfer inside a server that is not a plain NVLink write between two GPUs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Local {
+pub enum Local {
+    /// A stage of a host's data path.
+    Stage(Stage),
+    /// NVLink SHARP on the server's NVSwitch (see [`NvSwitchOp`]); the message's `src`
+    /// and `dst` are both the GPU that owns the slice.
+    NvSwitch(NvSwitchOp),
+}
+
+/// A data-path stage: it holds `resource` (a PCIe link direction, a CPU, ...) for
+/// bytes / `rate`, first come first served, and completes `latency` later.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stage {
     pub resource: u32,
     pub rate: fabricsim_core::units::BitRate,
     pub latency: Time,
+}
+
+/// One NVLink SHARP operation of a slice's owner GPU on its server's NVSwitch (NCCL's
+/// NVLS: `multimem.ld_reduce`, then `multimem.st`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NvSwitchOp {
+    /// The switch reads the slice from every GPU of the server, reduces it and sends the
+    /// sum to the owner: each GPU transmits the bytes, the owner receives them once.
+    Reduce,
+    /// The owner sends the slice once and the switch writes it to every GPU of the
+    /// server: the owner transmits the bytes, each GPU receives them.
+    Multicast,
 }
 
 /// At flow level, what one message of a compact collective stands for (see

@@ -69,7 +69,7 @@ pub enum TrainingError {
     },
     #[error("activation bytes need tensor_parallel or pipeline_parallel above 1")]
     Activation,
-    #[error("algorithm \"{algorithm}\": training all-reduces run \"ring\", \"tree\" or \"hierarchical\"")]
+    #[error("algorithm \"{algorithm}\": training all-reduces run \"ring\", \"tree\", \"hierarchical\" or \"nvls\"")]
     Algorithm { algorithm: &'static str },
     /// Its buckets' all-reduce cannot run.
     #[error(transparent)]
@@ -99,6 +99,7 @@ impl Training {
             CollectiveAlgorithm::Ring
                 | CollectiveAlgorithm::Tree
                 | CollectiveAlgorithm::Hierarchical
+                | CollectiveAlgorithm::Nvls
         ) {
             return Err(TrainingError::Algorithm {
                 algorithm: self.algorithm.name(),

@@ -5,8 +5,10 @@
 //! Each algorithm's time is `latency + bytes / algorithm bandwidth`, NCCL's own cost
 //! model with its constants; the cheapest that fabricsim can run is chosen. What is
 //! left out, and why:
-//! - NVLS and NVLS-tree (NVLink SHARP) are not modelled by the simulators, so they are
-//!   not candidates;
+//! - NVLS (one server) and NVLS-tree (several) are one candidate, `Nvls`, where the
+//!   servers have NVLink SHARP (Hopper's NVSwitch and later) and the ranks fill whole
+//!   servers; NCCL's graph search picks a per-channel speed from a list of steps, here
+//!   the largest the NVLink and the NIC carry, unrounded;
 //! - CollNet (SHARP) is a candidate only where asked (`[nccl] algorithm = "collnet"`):
 //!   NCCL considers it only with its plugin and `NCCL_COLLNET_ENABLE=1`;
 //! - the graph's `latencyInter` (the network's own latency NCCL may add) is taken as 0;
@@ -22,6 +24,8 @@ pub enum TunedAlgorithm {
     Tree,
     /// NCCL's CollNet Direct: SHARP in the InfiniBand switches.
     CollNet,
+    /// NCCL's NVLS on one server, NVLS-tree on several (NVLink SHARP).
+    Nvls,
 }
 
 impl TunedAlgorithm {
@@ -30,6 +34,7 @@ impl TunedAlgorithm {
             TunedAlgorithm::Ring => "ring",
             TunedAlgorithm::Tree => "tree",
             TunedAlgorithm::CollNet => "collnet",
+            TunedAlgorithm::Nvls => "nvls",
         }
     }
 }
@@ -47,6 +52,9 @@ pub struct TunerInput {
     pub nic: BitRate,
     /// Each GPU's NVLink bandwidth to the others of its server (None: PCIe only).
     pub nvlink: Option<BitRate>,
+    /// Whether the servers' NVSwitch has NVLink SHARP (and the ranks fill whole
+    /// servers): NVLS is a candidate only then.
+    pub nvls: bool,
 }
 
 /// NCCL's per-algorithm figures for Simple, in microseconds (tuning.cc's
@@ -77,6 +85,26 @@ const COLLNET_DIRECT: Constants = Constants {
     pci: 3.7,
     net: 31.0,
 };
+/// NVLS on one server: base 0, NVLink 25 us (NCCL's multi-node NVLS runs only with
+/// CollNet, so it is not a candidate across servers).
+const NVLS: Constants = Constants {
+    base: 0.0,
+    nvlink: 25.0,
+    pci: 0.0,
+    net: 0.0,
+};
+/// NVLS-tree across servers: base 0, NVLink 25 us, network 20.9 us per tree level.
+const NVLS_TREE: Constants = Constants {
+    base: 0.0,
+    nvlink: 25.0,
+    pci: 0.0,
+    net: 20.9,
+};
+/// NVLS's efficiency on Hopper (`nvlsEfficiency`).
+const NVLS_EFFICIENCY: f64 = 0.85;
+/// Hopper's per-channel NVLS-tree bandwidth cap, GB/s, for 2 and 4 or more nodes
+/// (`perChMaxNVLSTreeBws`; NVLS-tree does not run on one node).
+const NVLS_TREE_MAX_PER_CHANNEL: [f64; 2] = [57.7, 45.5];
 
 /// Hopper's per-channel tree bandwidth cap, GB/s, for 1, 2 and 4 or more nodes
 /// (`perChMaxTreeBws`).
@@ -175,6 +203,7 @@ impl TunerInput {
                             + log2i(nodes as u64) as f64 * net_tree);
                 (lat, bw)
             }
+            TunedAlgorithm::Nvls => self.nvls()?,
             TunedAlgorithm::CollNet => {
                 if nodes < 2 {
                     return None;
@@ -190,6 +219,32 @@ impl TunerInput {
             }
         };
         Some(latency + bytes / (1000.0 * bandwidth))
+    }
+
+    /// NVLS's (latency, bandwidth): NCCL's NVLS on one server, its NVLS-tree on
+    /// several. One channel per GPU (its heads), each at the speed the NVSwitch gives it
+    /// (each GPU's NVLink carries every channel once and its own twice) and, across
+    /// servers, its GPU's NIC; NVLS's efficiency, pipelining two operations, and NCCL's
+    /// per-channel cap bound it inside servers.
+    fn nvls(&self) -> Option<(f64, f64)> {
+        let link = self.nvlink.filter(|_| self.nvls && self.ppn() > 1)?;
+        let (n, nodes, ppn) = (self.ranks as f64, self.nodes.max(1), self.ppn() as f64);
+        let mut speed = Self::gbytes(link) / (ppn + 1.0);
+        if nodes > 1 {
+            speed = speed.min(Self::gbytes(self.nic));
+        }
+        let intra = speed * NVLS_EFFICIENCY * (ppn - 1.0) / ppn * 2.0;
+        let (lat, per_channel) = if nodes == 1 {
+            (NVLS.base + NVLS.nvlink, intra.min(speed))
+        } else {
+            let inter = speed * if nodes <= 2 { 2.0 } else { 1.0 };
+            let cap = NVLS_TREE_MAX_PER_CHANNEL[usize::from(nodes > 2)];
+            let lat = NVLS_TREE.base
+                + NVLS_TREE.nvlink
+                + 2.0 * log2i(nodes as u64) as f64 * NVLS_TREE.net;
+            (lat, intra.min(inter).min(cap))
+        };
+        Some((lat, ppn * per_channel * n / (2.0 * (n - 1.0))))
     }
 
     /// The cheapest of `candidates` by NCCL's model, with every candidate's time (us), in
@@ -227,6 +282,7 @@ mod tests {
             bytes,
             nic: BitRate(400_000_000_000),
             nvlink: Some(BitRate(3_600_000_000_000)),
+            nvls: true,
         }
     }
 
@@ -239,6 +295,38 @@ mod tests {
         assert_eq!(input(4, 4 << 30).choose(&both).0, TunedAlgorithm::Ring);
         assert_eq!(input(512, 64 << 20).choose(&both).0, TunedAlgorithm::Tree);
         assert_eq!(input(4, 4 << 10).choose(&both).0, TunedAlgorithm::Tree);
+    }
+
+    /// NVLS-tree by hand for 16 nodes of 8 H100s with 400G NICs: a channel per GPU at
+    /// min(450 / 9, 50) = 50 GB/s, capped at Hopper's 45.5 per channel across 4 or more
+    /// nodes (NVLS's 50 x 0.85 x 7/8 x 2 = 74.4 inside the server does not bind);
+    /// latency 25 + 2 x log2(16) x 20.9 us. NCCL runs it for large buffers, the tree or
+    /// ring for small ones, and nothing of it where the NVSwitch has no SHARP.
+    #[test]
+    fn nvls_tree_time_is_nccls_formula() {
+        let i = input(16, 256 << 20);
+        let bw = 8.0 * 45.5 * 128.0 / 254.0;
+        let want = 25.0 + 8.0 * 20.9 + (256u64 << 20) as f64 / (1000.0 * bw);
+        let got = i.time_us(TunedAlgorithm::Nvls).unwrap();
+        assert!((got - want).abs() < 1e-6, "{got} vs {want}");
+        let all = [
+            TunedAlgorithm::Ring,
+            TunedAlgorithm::Tree,
+            TunedAlgorithm::Nvls,
+        ];
+        assert_eq!(i.choose(&all).0, TunedAlgorithm::Nvls);
+        assert_eq!(input(16, 64 << 10).choose(&all).0, TunedAlgorithm::Tree);
+        let without = TunerInput { nvls: false, ..i };
+        assert_eq!(without.time_us(TunedAlgorithm::Nvls), None);
+        // One server: NVLS's own latency, 8 channels at 450 / 9 GB/s.
+        let one = TunerInput {
+            ranks: 8,
+            nodes: 1,
+            ..i
+        };
+        let want = 25.0 + (256u64 << 20) as f64 / (1000.0 * 8.0 * 50.0 * 8.0 / 14.0);
+        let got = one.time_us(TunedAlgorithm::Nvls).unwrap();
+        assert!((got - want).abs() < 1e-6, "{got} vs {want}");
     }
 
     /// The ring's time by hand for 16 nodes of 8 GPUs: 254 steps, 30 across the

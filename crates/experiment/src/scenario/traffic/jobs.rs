@@ -2,7 +2,7 @@
 //! data-, tensor- and pipeline-parallel training jobs.
 
 use super::{host_list, Common, Entry};
-use crate::scenario::nccl;
+use crate::scenario::nccl::{self, whole_servers};
 use crate::scenario::reader::invalid;
 use crate::scenario::ScenarioError;
 use fabricsim_core::units::{ByteSize, Dimension, HostId, Time};
@@ -79,16 +79,25 @@ impl Entry<'_> {
         }
     }
 
-    /// The hierarchical algorithm's ranks must come server by server.
+    /// The hierarchical and NVLS algorithms' ranks must come server by server; NVLS
+    /// needs NVLink SHARP in the servers.
     pub(super) fn check_groups(
         &self,
         algorithm: CollectiveAlgorithm,
         ranks: &[HostId],
         what: &str,
     ) -> Result<(), ScenarioError> {
-        if algorithm == CollectiveAlgorithm::Hierarchical {
-            check_server_groups(ranks, self.set.gpus_per_node)
-                .map_err(|m| invalid(format!("traffic[{}] ({what}): {m}", self.i)))?;
+        let fail = |m: String| invalid(format!("traffic[{}] ({what}): {m}", self.i));
+        if matches!(
+            algorithm,
+            CollectiveAlgorithm::Hierarchical | CollectiveAlgorithm::Nvls
+        ) {
+            check_server_groups(algorithm.name(), ranks, self.set.gpus_per_node).map_err(fail)?;
+        }
+        if algorithm == CollectiveAlgorithm::Nvls && !self.set.hardware.nvls {
+            return Err(fail(
+                "algorithm nvls: these servers' NVSwitch has no NVLink SHARP (it needs several GPUs per server of Hopper or later; topology.gpu = \"a100\" has none)".into(),
+            ));
         }
         Ok(())
     }
@@ -204,18 +213,15 @@ impl Entry<'_> {
     }
 }
 
-/// The hierarchical algorithm takes ranks server by server: each run of `gpus`
+/// The hierarchical and NVLS algorithms take ranks server by server: each run of `gpus`
 /// consecutive ranks must be the GPUs of one server.
-fn check_server_groups(ranks: &[HostId], gpus: u32) -> Result<(), String> {
-    for chunk in ranks.chunks(gpus.max(1) as usize) {
-        let server = chunk[0].0 / gpus.max(1);
-        if chunk.len() != gpus as usize || chunk.iter().any(|h| h.0 / gpus != server) {
-            return Err(format!(
-                "hierarchical: ranks must come server by server, {gpus} GPUs of one server at a time (gpus_per_node = {gpus})"
-            ));
-        }
+fn check_server_groups(algorithm: &str, ranks: &[HostId], gpus: u32) -> Result<(), String> {
+    if gpus <= 1 || whole_servers(ranks, gpus) {
+        return Ok(());
     }
-    Ok(())
+    Err(format!(
+        "{algorithm}: ranks must come server by server, {gpus} GPUs of one server at a time (gpus_per_node = {gpus})"
+    ))
 }
 
 /// A collective or training entry, every default filled in.

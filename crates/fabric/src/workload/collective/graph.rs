@@ -78,7 +78,7 @@ impl Graph<'_> {
 
     /// The connection from rank `from` to rank `to` on this channel: one per channel and
     /// peer of the communicator (its ranks), as NCCL opens them.
-    fn connection(&self, from: usize, to: usize) -> u32 {
+    pub(super) fn connection(&self, from: usize, to: usize) -> u32 {
         let pair = (u64::from(self.c.ranks[from].0) << 32) | u64::from(self.c.ranks[to].0);
         let x = (self.connection_seed ^ pair.wrapping_mul(0x9E37_79B9_7F4A_7C15))
             .wrapping_mul(0xBF58_476D_1CE4_E5B9);

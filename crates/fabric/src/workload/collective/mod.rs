@@ -97,24 +97,30 @@ pub enum CollectiveAlgorithm {
     /// buffer once up an aggregation tree of switches and receives the result once
     /// (all-reduce).
     Sharp,
+    /// NCCL's NVLS on GPU servers with NVSwitch: each GPU's slice reduced and multicast
+    /// by the NVSwitch, and across servers all-reduced over double binary trees, one per
+    /// rail (NCCL's NVLS-tree; all-reduce).
+    Nvls,
 }
 
 impl CollectiveAlgorithm {
-    pub const NAMES: [&'static str; 6] = [
+    pub const NAMES: [&'static str; 7] = [
         "ring",
         "tree",
         "halving-doubling",
         "hierarchical",
         "direct",
         "sharp",
+        "nvls",
     ];
-    const ALL: [CollectiveAlgorithm; 6] = [
+    const ALL: [CollectiveAlgorithm; 7] = [
         CollectiveAlgorithm::Ring,
         CollectiveAlgorithm::Tree,
         CollectiveAlgorithm::HalvingDoubling,
         CollectiveAlgorithm::Hierarchical,
         CollectiveAlgorithm::Direct,
         CollectiveAlgorithm::Sharp,
+        CollectiveAlgorithm::Nvls,
     ];
 
     pub fn parse(s: &str) -> Option<Self> {
@@ -223,12 +229,17 @@ pub enum CollectiveError {
     NotPowerOfTwo { ranks: usize },
     #[error("hierarchical needs several servers of several GPUs each: {ranks} ranks in servers of {group}")]
     Hierarchical { ranks: usize, group: usize },
+    #[error("nvls needs whole servers of several GPUs each: {ranks} ranks in servers of {group}")]
+    Nvls { ranks: usize, group: usize },
     #[error("root {root} is not a rank index (0 to {})", ranks - 1)]
     Root { root: u32, ranks: usize },
     #[error("channels and chunk must be at least 1")]
     NoChannelsOrChunk,
-    #[error("protocol {protocol}: SHARP (NCCL's CollNet) runs the Simple protocol")]
-    SharpProtocol { protocol: &'static str },
+    #[error("protocol {protocol}: {algorithm} runs the Simple protocol only, as NCCL does")]
+    SimpleOnly {
+        algorithm: &'static str,
+        protocol: &'static str,
+    },
 }
 
 impl Collective {
@@ -245,7 +256,7 @@ impl Collective {
             A::Tree => self.op == O::AllReduce,
             A::HalvingDoubling => matches!(self.op, O::AllReduce | O::ReduceScatter | O::AllGather),
             A::Direct => self.op == O::AllToAll,
-            A::Hierarchical | A::Sharp => self.op == O::AllReduce,
+            A::Hierarchical | A::Sharp | A::Nvls => self.op == O::AllReduce,
         };
         if !ok {
             return Err(CollectiveError::Inapplicable {
@@ -262,6 +273,13 @@ impl Collective {
                 return Err(CollectiveError::Hierarchical { ranks: n, group: g });
             }
         }
+        if self.algorithm == A::Nvls {
+            let g = self.group as usize;
+            let whole = |s: &[HostId]| s.iter().all(|h| h.0 / self.group == s[0].0 / self.group);
+            if g < 2 || !n.is_multiple_of(g) || !self.ranks.chunks(g).all(whole) {
+                return Err(CollectiveError::Nvls { ranks: n, group: g });
+            }
+        }
         if self.root as usize >= n {
             return Err(CollectiveError::Root {
                 root: self.root,
@@ -271,8 +289,9 @@ impl Collective {
         if self.channels == 0 || self.chunk == 0 {
             return Err(CollectiveError::NoChannelsOrChunk);
         }
-        if self.algorithm == A::Sharp && self.protocol != NcclProtocol::Simple {
-            return Err(CollectiveError::SharpProtocol {
+        if matches!(self.algorithm, A::Sharp | A::Nvls) && self.protocol != NcclProtocol::Simple {
+            return Err(CollectiveError::SimpleOnly {
+                algorithm: self.algorithm.name(),
                 protocol: self.protocol.name(),
             });
         }
@@ -300,6 +319,9 @@ pub(crate) fn expand(c: &Collective, w: &mut Workload) {
             }
             (_, CollectiveAlgorithm::HalvingDoubling) => g.halving_doubling(bytes),
             (_, CollectiveAlgorithm::Sharp) => g.sharp(bytes),
+            (_, CollectiveAlgorithm::Nvls) => {
+                g.nvls(bytes, &vec![Vec::new(); c.ranks.len()]);
+            }
             (_, CollectiveAlgorithm::Hierarchical) => {
                 g.hierarchical(bytes, &vec![Vec::new(); c.ranks.len()]);
             }
@@ -308,7 +330,7 @@ pub(crate) fn expand(c: &Collective, w: &mut Workload) {
     }
 }
 
-/// Appends an all-reduce (ring, tree or hierarchical) whose ranks may start only when
+/// Appends an all-reduce (ring, tree, hierarchical or NVLS) whose ranks may start only when
 /// `ready[rank]` is met (and after their compute delays there); returns, per rank, the
 /// messages whose arrival completes the all-reduce there (one per channel).
 pub(crate) fn expand_all_reduce_after(
@@ -327,6 +349,7 @@ pub(crate) fn expand_all_reduce_after(
                 .into_iter()
                 .map(|l| l.into_iter().collect())
                 .collect(),
+            CollectiveAlgorithm::Nvls => g.nvls(bytes, ready),
             CollectiveAlgorithm::Tree => {
                 let mut a = g.tree(share(bytes, 2, 0), false, ch as usize, ready);
                 let b = g.tree(share(bytes, 2, 1), true, ch as usize, ready);
@@ -372,6 +395,7 @@ pub(crate) fn expand_after(c: &Collective, w: &mut Workload, ready: &[Vec<Dep>])
 }
 
 mod graph;
+mod nvls;
 #[cfg(test)]
 mod tests;
 mod tree;

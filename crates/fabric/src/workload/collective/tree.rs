@@ -114,10 +114,10 @@ impl Graph<'_> {
 /// trees over the ranks themselves.
 pub(super) struct TreeShape {
     /// Each rank's parent (None for the root).
-    parent: Vec<Option<usize>>,
-    children: Vec<Vec<usize>>,
+    pub(super) parent: Vec<Option<usize>>,
+    pub(super) children: Vec<Vec<usize>>,
     /// Every rank, each after its parent; the root first.
-    order: Vec<usize>,
+    pub(super) order: Vec<usize>,
 }
 
 impl TreeShape {
@@ -128,7 +128,19 @@ impl TreeShape {
         } else {
             1
         };
-        let servers = n / g;
+        TreeShape::chained(n / g, g, mirrored, channel)
+    }
+
+    /// One of the two binary trees over `servers` units (indices 0 to servers - 1), as
+    /// NCCL's double binary tree lays them out.
+    pub(super) fn over(servers: usize, mirrored: bool) -> TreeShape {
+        TreeShape::chained(servers, 1, mirrored, 0)
+    }
+
+    /// The tree over `servers` servers of `g` ranks each (ranks numbered server by
+    /// server), a chain inside each headed by the channel's GPU.
+    fn chained(servers: usize, g: usize, mirrored: bool, channel: usize) -> TreeShape {
+        let n = servers * g;
         let server = |j: usize| if mirrored { servers - 1 - j } else { j };
         // Server s's GPUs in chain order, its head first.
         let chain =
