@@ -33,16 +33,18 @@ impl Graph<'_> {
             })
             .collect();
         let mut done = vec![Vec::new(); n];
+        let halves = if servers > 1 { 2 } else { 1 };
         for owner in 0..g {
             let slice = share(bytes, g as u64, owner as u64);
-            let halves = if servers > 1 { 2 } else { 1 };
+            // The slice's owner in each server.
+            let owners: Vec<usize> = (0..servers).map(|s| s * g + owner).collect();
             for half in 0..halves {
                 let part = share(slice, halves, half);
                 let shape = TreeShape::over(servers, half == 1);
                 let got = if self.w.compact {
-                    self.compact_nvls_tree(&shape, owner, part, &server_ready)
+                    self.compact_nvls_tree(&shape, &owners, part, &server_ready)
                 } else {
-                    self.nvls_tree(&shape, owner, part, &server_ready)
+                    self.nvls_tree(&shape, &owners, part, &server_ready)
                 };
                 for (s, multicast) in got.into_iter().enumerate() {
                     for d in &mut done[s * g..(s + 1) * g] {
@@ -54,19 +56,17 @@ impl Graph<'_> {
         done
     }
 
-    /// One tree of one slice (rank `owner` of each server), in pieces: each server's
-    /// reduction, the sums up the tree, the result down, each server's multicast.
-    /// Returns each server's last multicast.
+    /// One tree of one slice (its owner in server s is rank `at[s]`), in pieces: each
+    /// server's reduction, the sums up the tree, the result down, each server's
+    /// multicast. Returns each server's last multicast.
     fn nvls_tree(
         &mut self,
         shape: &TreeShape,
-        owner: usize,
+        at: &[usize],
         bytes: u64,
         ready: &[Vec<Dep>],
     ) -> Vec<u32> {
-        let servers = shape.order.len();
-        let g = self.c.group as usize;
-        let at = |s: usize| s * g + owner;
+        let servers = at.len();
         let pieces = self.pieces(bytes);
         let mut reduced: Vec<Option<u32>> = vec![None; servers];
         let mut up: Vec<Option<u32>> = vec![None; servers];
@@ -83,7 +83,7 @@ impl Graph<'_> {
             };
             for (s, r) in reduced.iter_mut().enumerate() {
                 let after = after_own(s, *r);
-                *r = Some(self.nvswitch(at(s), NvSwitchOp::Reduce, size, after));
+                *r = Some(self.nvswitch(at[s], NvSwitchOp::Reduce, size, after));
             }
             // The sums a server has once its children's have come in.
             let summed = |s: usize, up: &[Option<u32>], reduced: &[Option<u32>]| -> Vec<Dep> {
@@ -98,7 +98,7 @@ impl Graph<'_> {
             for &s in shape.order.iter().skip(1).rev() {
                 let parent = shape.parent[s].expect("not the root");
                 let after = summed(s, &up, &reduced);
-                up[s] = Some(self.send_deps(at(s), at(parent), size, after, up[s]));
+                up[s] = Some(self.send_deps(at[s], at[parent], size, after, up[s]));
             }
             for &s in &shape.order {
                 let result = match shape.parent[s] {
@@ -110,14 +110,14 @@ impl Graph<'_> {
                             Some(d) => vec![Dep::from(d)],
                             None => summed(parent, &up, &reduced),
                         };
-                        let d = self.send_deps(at(parent), at(s), size, after, down[s]);
+                        let d = self.send_deps(at[parent], at[s], size, after, down[s]);
                         down[s] = Some(d);
                         vec![Dep::from(d)]
                     }
                 };
                 let mut after = result;
                 after.extend(cast[s].map(Dep::from));
-                cast[s] = Some(self.nvswitch(at(s), NvSwitchOp::Multicast, size, after));
+                cast[s] = Some(self.nvswitch(at[s], NvSwitchOp::Multicast, size, after));
             }
         }
         cast.into_iter().map(|c| c.expect("a piece")).collect()
@@ -128,17 +128,15 @@ impl Graph<'_> {
     fn compact_nvls_tree(
         &mut self,
         shape: &TreeShape,
-        owner: usize,
+        at: &[usize],
         bytes: u64,
         ready: &[Vec<Dep>],
     ) -> Vec<u32> {
-        let servers = shape.order.len();
-        let g = self.c.group as usize;
-        let at = |s: usize| s * g + owner;
+        let servers = at.len();
         let pieces = self.pieces(bytes) as u32;
         let mut reduced = vec![0u32; servers];
         for (s, r) in reduced.iter_mut().enumerate() {
-            let id = self.nvswitch(at(s), NvSwitchOp::Reduce, bytes, ready[s].clone());
+            let id = self.nvswitch(at[s], NvSwitchOp::Reduce, bytes, ready[s].clone());
             self.w.pipelined.push((id, Pipeline::Chain { pieces }));
             *r = id;
         }
@@ -151,7 +149,7 @@ impl Graph<'_> {
         for &s in shape.order.iter().skip(1).rev() {
             let parent = shape.parent[s].expect("not the root");
             let feeds = sums(s, &up);
-            up[s] = Some(self.compact_edge(at(s), at(parent), bytes, &ready[s], &feeds));
+            up[s] = Some(self.compact_edge(at[s], at[parent], bytes, &ready[s], &feeds));
         }
         let mut down: Vec<Option<u32>> = vec![None; servers];
         let mut cast = vec![0u32; servers];
@@ -163,12 +161,12 @@ impl Graph<'_> {
                         Some(d) => vec![d],
                         None => sums(parent, &up),
                     };
-                    let d = self.compact_edge(at(parent), at(s), bytes, &ready[parent], &feeds);
+                    let d = self.compact_edge(at[parent], at[s], bytes, &ready[parent], &feeds);
                     down[s] = Some(d);
                     vec![d]
                 }
             };
-            let id = self.nvswitch(at(s), NvSwitchOp::Multicast, bytes, ready[s].clone());
+            let id = self.nvswitch(at[s], NvSwitchOp::Multicast, bytes, ready[s].clone());
             self.w.pipelined.push((id, Pipeline::Chain { pieces }));
             self.w.feeds.extend(result.iter().map(|&u| (id, u)));
             cast[s] = id;
