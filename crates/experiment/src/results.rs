@@ -469,11 +469,12 @@ pub fn weighted_percentile(sorted: &[(u64, u64)], p: f64) -> u64 {
 }
 
 /// Whether a flow crossed the network: its ends are in different servers of
-/// `gpus_per_node` GPUs. Transfers inside a server (NVLink, a host data path's stages,
-/// whose ends are one host) are not the network's.
+/// `gpus_per_node` GPUs, or it is a SHARP contribution (its ends one host, through the
+/// switches' aggregation tree). Transfers inside a server (NVLink, NVLink SHARP, a host
+/// data path's stages) are not the network's.
 pub fn crosses_network(f: &FlowResult, gpus_per_node: u32) -> bool {
     let g = gpus_per_node.max(1);
-    f.src / g != f.dst / g
+    !f.local && (f.src == f.dst || f.src / g != f.dst / g)
 }
 
 /// Delivered payload x 8 / (last finish - first start) of the flows that crossed the

@@ -24,6 +24,10 @@ pub struct FlowResult {
     /// A compact edge's piece's completion time, from its posting (its step); None for
     /// a plain message.
     pub piece_fct: Option<Time>,
+    /// A data-path stage or an NVLink SHARP operation: a transfer inside one server
+    /// whose ends are one host (a SHARP contribution, whose ends are one host too,
+    /// crosses the network).
+    pub local: bool,
 }
 
 impl FlowResult {
@@ -40,6 +44,7 @@ impl FlowResult {
             delivered_bytes: 0,
             pieces: 1,
             piece_fct: None,
+            local: msg.local.is_some(),
         }
     }
 }
