@@ -637,3 +637,31 @@ fn a_ring_across_leaves_takes_its_qps_spines_at_both_levels() {
     let (one, four) = (time(1), time(4));
     assert!(four < 0.8 * one, "4 QPs {four} ns against 1 QP {one} ns");
 }
+
+/// A flow-level run with an NVLS or tree all-reduce states flow level's error for that
+/// algorithm as the calibration record last measured it (its NVLS case on RoCEv2 is a
+/// miss), not a figure written into the sentence.
+#[test]
+fn nvls_and_tree_runs_state_their_recorded_flow_level_error() {
+    use fabricsim_experiment::flow_error::recorded_range;
+    for (algorithm, case) in [("nvls", "nvls"), ("tree", "tree")] {
+        for fabric in ["infiniband", "rocev2"] {
+            let s = scenario(&format!(
+                "[fabric]\nkind = \"{fabric}\"\n[topology]\nkind = \"rail-optimized\"\nnodes = 2\ngpus_per_node = 8\nspines = 2\n[[traffic]]\nkind = \"collective\"\nop = \"all-reduce\"\nalgorithm = \"{algorithm}\"\nsize = \"4MiB\"\n"
+            ));
+            let out = at(Level::Flow, &s);
+            let (lo, hi) = recorded_range(fabric, |r| r.case.contains(case)).unwrap();
+            let range = format!("{:+.0} % to {:+.0} %", lo * 100.0, hi * 100.0);
+            let named = format!("{algorithm} all-reduces");
+            assert!(
+                out.flow_notes
+                    .iter()
+                    .any(|n| n.to_lowercase().contains(&named) && n.contains(&range)),
+                "{fabric} {algorithm}: {:?} should quote {range}",
+                out.flow_notes
+            );
+        }
+    }
+    let (_, rocev2_nvls) = recorded_range("rocev2", |r| r.case.contains("nvls")).unwrap();
+    assert!(rocev2_nvls > 0.05, "the record keeps RoCEv2's NVLS miss");
+}

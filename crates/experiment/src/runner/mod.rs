@@ -513,7 +513,7 @@ fn incast_probe(
 /// measured it; and where the run left the range the probe measured (up to `probed`
 /// flows per port).
 fn flow_notes(sim: &flow::Simulation, probe: u64, probed: u32, scenario: &Scenario) -> Vec<String> {
-    let mut notes = tree_note(scenario).into_iter().collect::<Vec<_>>();
+    let mut notes = algorithm_notes(scenario);
     notes.extend(sharing_notes(sim, probe, probed));
     notes
 }
@@ -530,35 +530,45 @@ fn say_once(note: &str) {
 }
 
 /// Flow level's compact trees agree with packet level where latency decides, less well
-/// where bandwidth does (issue 32): a run with a tree all-reduce says so, with the
-/// calibration record's error for trees on this fabric.
-fn tree_note(scenario: &Scenario) -> Option<String> {
-    let tree = scenario.traffic.iter().any(|t| match t {
-        Traffic::Collective(c) => {
-            c.algorithm == fabricsim_fabric::workload::CollectiveAlgorithm::Tree
-        }
-        Traffic::Training(j) => {
-            j.algorithm == fabricsim_fabric::workload::CollectiveAlgorithm::Tree
-        }
-        _ => false,
-    });
-    if !tree {
-        return None;
-    }
-    let fabric = scenario.fabric.name();
-    let recorded = crate::flow_error::recorded_range(fabric, |r| r.case.contains("tree"))
-        .map(|(lo, hi)| {
-            format!(
-                "; on examples/calibration's trees {:+.0} % to {:+.0} % against packet level",
-                lo * 100.0,
-                hi * 100.0
-            )
+/// where bandwidth does (issue 32), and its NVLS trees on RoCEv2 less still: a run with a
+/// tree or NVLS all-reduce says so, with the calibration record's error for that
+/// algorithm's cases on this fabric.
+fn algorithm_notes(scenario: &Scenario) -> Vec<String> {
+    use fabricsim_fabric::workload::CollectiveAlgorithm as A;
+    let runs = |a: A| {
+        scenario.traffic.iter().any(|t| match t {
+            Traffic::Collective(c) => c.algorithm == a,
+            Traffic::Training(j) => j.algorithm == a,
+            _ => false,
         })
-        .unwrap_or_default();
-    Some(format!(
-        "flow level on {}: tree all-reduces are within 5 % of packet level where latency decides, less close where bandwidth does (a compact tree's pipeline of large pieces; issue 32){recorded}, and further off at scale (tree training iterations measured once against packet level: RoCEv2 +18 % at 1,024 GPUs and +25 % at 2,048, InfiniBand -1.4 % at 1,024; BENCHMARKS.md): run at packet level where it matters",
-        scenario.fabric.label()
-    ))
+    };
+    let fabric = scenario.fabric.name();
+    let recorded = |case: &str, what: &str| {
+        crate::flow_error::recorded_range(fabric, |r| r.case.contains(case))
+            .map(|(lo, hi)| {
+                format!(
+                    "; on examples/calibration's {what} {:+.0} % to {:+.0} % against packet level",
+                    lo * 100.0,
+                    hi * 100.0
+                )
+            })
+            .unwrap_or_default()
+    };
+    let label = scenario.fabric.label();
+    let mut notes = Vec::new();
+    if runs(A::Tree) {
+        notes.push(format!(
+            "flow level on {label}: tree all-reduces are within 5 % of packet level where latency decides, less close where bandwidth does (a compact tree's pipeline of large pieces; issue 32){}, and further off at scale (tree training iterations measured once against packet level: RoCEv2 +18 % at 1,024 GPUs and +25 % at 2,048, InfiniBand -1.4 % at 1,024; BENCHMARKS.md): run at packet level where it matters",
+            recorded("tree", "trees")
+        ));
+    }
+    if runs(A::Nvls) {
+        notes.push(format!(
+            "flow level on {label}: NVLS all-reduces share each GPU's NVLink as packet level does; across servers their trees' edges meet RoCEv2's sharing correction at their NICs' line rate (issue 32){}: run at packet level where it matters",
+            recorded("nvls", "NVLS case")
+        ));
+    }
+    notes
 }
 
 /// The RoCEv2 sharing correction's notes (see `flow_notes`).
