@@ -10,7 +10,7 @@
 use super::reader::{invalid, Ctx, Field};
 use super::ScenarioError;
 use fabricsim_core::units::{BitRate, HostId};
-use fabricsim_fabric::workload::collective::by_server;
+use fabricsim_fabric::workload::collective::{by_server, whole_servers};
 use fabricsim_fabric::workload::tuner::{TunedAlgorithm, TunerInput};
 use fabricsim_fabric::workload::{CollectiveAlgorithm, Connections};
 use serde::Deserialize;
@@ -208,14 +208,4 @@ pub(super) fn resolve(
             ranks.len()
         ),
     )
-}
-
-/// Whether `ranks` fill whole servers of `gpus` GPUs, one server after another (hosts
-/// numbered server by server), with several GPUs per server.
-pub(super) fn whole_servers(ranks: &[HostId], gpus: u32) -> bool {
-    gpus > 1
-        && ranks.len().is_multiple_of(gpus as usize)
-        && ranks
-            .chunks(gpus as usize)
-            .all(|s| s.iter().all(|h| h.0 / gpus == s[0].0 / gpus))
 }

@@ -2,12 +2,12 @@
 //! data-, tensor- and pipeline-parallel training jobs.
 
 use super::{host_list, Common, Entry};
-use crate::scenario::nccl::{self, whole_servers};
+use crate::scenario::nccl;
 use crate::scenario::reader::invalid;
 use crate::scenario::ScenarioError;
 use fabricsim_core::units::{ByteSize, Dimension, HostId, Time};
-use fabricsim_fabric::workload::collective::by_server;
 use fabricsim_fabric::workload::collective::NcclProtocol;
+use fabricsim_fabric::workload::collective::{by_server, whole_servers};
 use fabricsim_fabric::workload::{
     Collective, CollectiveAlgorithm, CollectiveOp, Traffic, Training,
 };

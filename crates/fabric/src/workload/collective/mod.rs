@@ -273,12 +273,11 @@ impl Collective {
                 return Err(CollectiveError::Hierarchical { ranks: n, group: g });
             }
         }
-        if self.algorithm == A::Nvls {
-            let g = self.group as usize;
-            let whole = |s: &[HostId]| s.iter().all(|h| h.0 / self.group == s[0].0 / self.group);
-            if g < 2 || !n.is_multiple_of(g) || !self.ranks.chunks(g).all(whole) {
-                return Err(CollectiveError::Nvls { ranks: n, group: g });
-            }
+        if self.algorithm == A::Nvls && !whole_servers(&self.ranks, self.group) {
+            return Err(CollectiveError::Nvls {
+                ranks: n,
+                group: self.group as usize,
+            });
         }
         if self.root as usize >= n {
             return Err(CollectiveError::Root {
@@ -405,10 +404,15 @@ use graph::Graph;
 /// Whether `ranks` come server by server in servers of `group` GPUs (hosts numbered
 /// server by server), with at least two servers.
 pub fn by_server(ranks: &[HostId], group: u32) -> bool {
+    whole_servers(ranks, group) && ranks.len() / group as usize >= 2
+}
+
+/// Whether `ranks` fill whole servers of `group` GPUs, one server after another (hosts
+/// numbered server by server), with several GPUs per server.
+pub fn whole_servers(ranks: &[HostId], group: u32) -> bool {
     let g = group as usize;
     g > 1
         && ranks.len().is_multiple_of(g)
-        && ranks.len() / g >= 2
         && ranks
             .chunks(g)
             .all(|s| s.iter().all(|h| h.0 / group == s[0].0 / group))
