@@ -239,12 +239,23 @@ pub fn claim_folder(
 mod tests {
     use super::*;
 
-    fn folder(name: &str) -> PathBuf {
+    /// A test's scratch folder, removed when the test ends, pass or fail.
+    struct Scratch(PathBuf);
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// A fresh scratch folder, and the results folder to write in it.
+    fn folder(name: &str) -> (Scratch, PathBuf) {
         let d =
             std::env::temp_dir().join(format!("fabricsim-output-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
-        d.join("results")
+        let results = d.join("results");
+        (Scratch(d), results)
     }
 
     fn names(dir: &Path) -> Vec<String> {
@@ -258,7 +269,7 @@ mod tests {
 
     #[test]
     fn a_new_set_replaces_the_old_one_whole() {
-        let dir = folder("replace");
+        let (_scratch, dir) = folder("replace");
         let ours = ["a.csv", "rates.csv"];
         write_folder(
             &dir,
@@ -275,7 +286,7 @@ mod tests {
 
     #[test]
     fn a_second_writer_at_the_same_time_is_refused() {
-        let dir = folder("lock");
+        let (_scratch, dir) = folder("lock");
         let held = std::fs::File::create(dir.with_file_name(lock_name(&dir))).unwrap();
         held.lock().unwrap();
         // Another open file description: flock excludes it even within this process.
@@ -288,7 +299,7 @@ mod tests {
 
     #[test]
     fn a_folder_with_other_files_is_left_alone() {
-        let dir = folder("foreign");
+        let (_scratch, dir) = folder("foreign");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("notes.txt"), b"mine").unwrap();
         let err = write_folder(&dir, &[("a.csv", b"1".to_vec())], &["a.csv"]).unwrap_err();
@@ -299,7 +310,7 @@ mod tests {
 
     #[test]
     fn a_dead_writers_folder_is_cleared_by_the_next() {
-        let dir = folder("abandoned");
+        let (_scratch, dir) = folder("abandoned");
         let dead = dir.with_file_name(".results.4242.0.new");
         std::fs::create_dir_all(&dead).unwrap();
         std::fs::write(dead.join("flows.csv"), b"half").unwrap();
@@ -310,7 +321,7 @@ mod tests {
 
     #[test]
     fn files_are_replaced_through_unique_names() {
-        let dir = folder("file");
+        let (_scratch, dir) = folder("file");
         std::fs::create_dir_all(&dir).unwrap();
         let f = dir.join("run.pcap");
         write_file(&f, b"one").unwrap();
