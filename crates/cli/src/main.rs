@@ -153,9 +153,12 @@ enum Command {
         /// The collective: all-reduce, reduce-scatter, all-gather, all-to-all, broadcast.
         #[arg(long)]
         op: Option<String>,
-        /// ring, tree, halving-doubling or direct.
+        /// ring, tree, halving-doubling, hierarchical, direct, sharp or nvls.
         #[arg(long)]
         algorithm: Option<String>,
+        /// Override `[simulation] level`: packet, flow, or auto.
+        #[arg(long)]
+        level: Option<String>,
         /// Print the results as a JSON list instead of the table.
         #[arg(long)]
         json: bool,
@@ -799,9 +802,11 @@ fn dispatch(cmd: Command) -> Result<Completion, Failure> {
             factor,
             op,
             algorithm,
+            level,
             json: as_json,
         } => {
-            let scenario = load(Some(file), None)?;
+            let mut scenario = load(Some(file), None)?;
+            set_level(&mut scenario, level.as_deref())?;
             say_level(&scenario);
             let c = collective_sweep::template(&scenario, op.as_deref(), algorithm.as_deref())?;
             let list = collective_sweep::sizes(

@@ -766,6 +766,35 @@ fn collective_command_prints_the_nccl_tests_table() {
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("does not apply"));
+    // --level as for run: a 4 MiB ring at flow level within 5 % of packet level's.
+    let time_at = |level: &str| -> f64 {
+        let out = run(&[
+            "collective",
+            f.to_str().unwrap(),
+            "-b",
+            "4M",
+            "-e",
+            "4M",
+            "--level",
+            level,
+            "--json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v[0]["time_ns"].as_f64().unwrap()
+    };
+    let (packet, flow) = (time_at("packet"), time_at("flow"));
+    assert!(
+        (flow / packet - 1.0).abs() < 0.05,
+        "flow {flow} ns, packet {packet} ns"
+    );
+    let wrong = run(&["collective", f.to_str().unwrap(), "--level", "fluid"]);
+    assert_eq!(wrong.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&wrong.stderr).contains("--level fluid"));
 }
 
 #[test]
