@@ -795,6 +795,34 @@ fn collective_command_prints_the_nccl_tests_table() {
     let wrong = run(&["collective", f.to_str().unwrap(), "--level", "fluid"]);
     assert_eq!(wrong.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&wrong.stderr).contains("--level fluid"));
+    // NVLink SHARP only where the NVSwitch has it.
+    let a100 = d.join("a100.toml");
+    std::fs::write(
+        &a100,
+        "[topology]\nkind = \"single-switch\"\nhosts = 8\ngpus_per_node = 8\ngpu = \"a100\"\n",
+    )
+    .unwrap();
+    let nvls = |file: &std::path::Path| {
+        run(&[
+            "collective",
+            file.to_str().unwrap(),
+            "-b",
+            "1M",
+            "-e",
+            "1M",
+            "--algorithm",
+            "nvls",
+        ])
+    };
+    let refused = nvls(&a100);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("NVLink SHARP"));
+    std::fs::write(
+        &a100,
+        "[topology]\nkind = \"single-switch\"\nhosts = 8\ngpus_per_node = 8\n",
+    )
+    .unwrap();
+    assert!(nvls(&a100).status.success());
 }
 
 #[test]

@@ -98,6 +98,12 @@ pub fn template(
     }
     c.group = scenario.gpus_per_node;
     c.validate().map_err(|m| format!("collective: {m}"))?;
+    if c.algorithm == CollectiveAlgorithm::Nvls && !scenario.nvls {
+        return Err(
+            "collective: nvls: these servers' NVSwitch has no NVLink SHARP (topology.gpu = \"a100\", or one GPU per server)"
+                .into(),
+        );
+    }
     Ok(c)
 }
 

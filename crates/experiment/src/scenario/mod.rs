@@ -103,6 +103,8 @@ pub struct Scenario {
     /// GPUs (hosts with their own NIC) per server, sharing an NVLink domain.
     pub gpus_per_node: u32,
     pub nvlink: Nvlink,
+    /// Whether the servers' NVSwitch has NVLink SHARP (the `nvls` algorithm).
+    pub nvls: bool,
     /// The hosts' data paths; None: RDMA straight from memory, no host stages.
     pub host: Option<HostConfig>,
     pub traffic: Vec<Traffic>,
@@ -424,6 +426,7 @@ impl Scenario {
             topology: topo.spec,
             gpus_per_node: topo.gpus_per_node,
             nvlink: topo.nvlink,
+            nvls: topo.nvls,
             host,
             traffic,
             jobs,
