@@ -3,7 +3,7 @@
 
 use crate::results::{collective_results, CollectiveResult};
 use crate::runner;
-use crate::scenario::Scenario;
+use crate::scenario::{Scenario, NO_NVLS};
 use fabricsim_core::units::{HostId, Time};
 use fabricsim_fabric::workload::collective::{NcclProtocol, DEFAULT_CHUNK};
 use fabricsim_fabric::workload::{Collective, CollectiveAlgorithm, CollectiveOp, Traffic};
@@ -99,10 +99,7 @@ pub fn template(
     c.group = scenario.gpus_per_node;
     c.validate().map_err(|m| format!("collective: {m}"))?;
     if c.algorithm == CollectiveAlgorithm::Nvls && !scenario.nvls {
-        return Err(
-            "collective: nvls: these servers' NVSwitch has no NVLink SHARP (topology.gpu = \"a100\", or one GPU per server)"
-                .into(),
-        );
+        return Err(format!("collective: nvls: {NO_NVLS}"));
     }
     Ok(c)
 }

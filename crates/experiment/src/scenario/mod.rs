@@ -32,7 +32,7 @@ pub use nccl::NcclSettings;
 pub use placement::{Job, Placement};
 pub(crate) use simulation::packets_only;
 pub use simulation::{flow_unmodelled, Auto, Level, DEFAULT_BUDGET};
-pub use topology::TopologySpec;
+pub use topology::{TopologySpec, NO_NVLS};
 
 use crate::catalog::{Catalog, ItemKind};
 

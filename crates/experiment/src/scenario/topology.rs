@@ -124,6 +124,9 @@ impl TopologySpec {
     }
 }
 
+/// Why the `nvls` algorithm cannot run on servers without NVLink SHARP.
+pub const NO_NVLS: &str = "these servers' NVSwitch has no NVLink SHARP (it needs several GPUs per server of Hopper or later; topology.gpu = \"a100\" has none)";
+
 /// `[topology]` read: the network, GPUs per server and their NVLink.
 pub(super) struct TopologySection {
     pub spec: TopologySpec,

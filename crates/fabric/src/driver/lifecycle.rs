@@ -1,6 +1,7 @@
 //! A message's life cycle, the same on both fabrics: its dependencies, its post to the NIC, transfers inside a server, and its completion.
 
 use crate::report::FlowResult;
+use crate::workload::nvswitch_bytes;
 use crate::workload::{Dep, Local, Message, NvSwitchOp, Stage, Workload};
 use fabricsim_core::topology::{Nvlink, Topology};
 use fabricsim_core::units::{HostId, Time};
@@ -150,16 +151,6 @@ impl NvlinkDomains {
         self.resources[r] = end;
         end + stage.latency
     }
-}
-
-/// NVLink SHARP's efficiency on Hopper, 17/20 (NCCL 2.30.7's `nvlsEfficiency`,
-/// src/graph/tuning.cc): the share of NVLink's rate an NVSwitch reduction or multicast
-/// moves data at. NCCL's own model constant: NVIDIA publishes no measurement of it.
-pub const NVLS_EFFICIENCY: (u64, u64) = (17, 20);
-
-/// The NVLink bytes an NVLink SHARP operation of `bytes` takes the time of.
-pub fn nvswitch_bytes(bytes: u64) -> u64 {
-    (bytes * NVLS_EFFICIENCY.1).div_ceil(NVLS_EFFICIENCY.0)
 }
 
 /// Holds a GPU's NVLink side, free at `free`, for `hold` from `now` on: when it is done.

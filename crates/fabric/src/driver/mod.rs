@@ -18,8 +18,7 @@ pub use flows::{ecmp_hash, udp_source_port, CaptureFilter};
 pub use ideal::{ideal_fct, pipeline_time, static_path, PacketTrain};
 pub(crate) use lifecycle::tracked_by_fields;
 pub use lifecycle::{
-    current_on_connection, nvswitch_bytes, Dependencies, Lifecycle, NvlinkDomains, Progress,
-    Tracked, NVLS_EFFICIENCY,
+    current_on_connection, Dependencies, Lifecycle, NvlinkDomains, Progress, Tracked,
 };
 pub use run::{grid_line_after, link_lookahead, lookahead, EventDriven};
 pub(crate) use run::{schedule_posts, LifecycleEvent, Merged, MessageFabric, RunState};

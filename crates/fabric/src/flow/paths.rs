@@ -4,10 +4,9 @@
 
 use super::{FlowRouting, Link, Simulation};
 use crate::driver::BuildError;
-use crate::driver::NVLS_EFFICIENCY;
 use crate::driver::{self, Lifecycle};
 use crate::workload::QueuePair;
-use crate::workload::{Local, Message, NvSwitchOp, Stage};
+use crate::workload::{Local, Message, NvSwitchOp, Stage, NVLS_EFFICIENCY};
 use fabricsim_core::topology::NodeKind;
 use fabricsim_core::units::{HostId, PortId, Time};
 

@@ -89,6 +89,16 @@ pub struct Stage {
     pub latency: Time,
 }
 
+/// NVLink SHARP's efficiency on Hopper, 17/20 (NCCL 2.30.7's `nvlsEfficiency`,
+/// src/graph/tuning.cc): the share of NVLink's rate an NVSwitch reduction or multicast
+/// moves data at. NCCL's own model constant: NVIDIA publishes no measurement of it.
+pub const NVLS_EFFICIENCY: (u64, u64) = (17, 20);
+
+/// The NVLink bytes an NVLink SHARP operation of `bytes` takes the time of.
+pub fn nvswitch_bytes(bytes: u64) -> u64 {
+    (bytes * NVLS_EFFICIENCY.1).div_ceil(NVLS_EFFICIENCY.0)
+}
+
 /// One NVLink SHARP operation of a slice's owner GPU on its server's NVSwitch (NCCL's
 /// NVLS: `multimem.ld_reduce`, then `multimem.st`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -15,6 +15,7 @@
 //! - bandwidths come from the simulated hardware: a GPU's own NIC across servers,
 //!   NVLink inside one, with NCCL's two channels per NIC for the tree's per-channel cap.
 
+use super::NVLS_EFFICIENCY;
 use fabricsim_core::units::BitRate;
 
 /// A candidate algorithm of NCCL's tuner.
@@ -85,23 +86,12 @@ const COLLNET_DIRECT: Constants = Constants {
     pci: 3.7,
     net: 31.0,
 };
-/// NVLS on one server: base 0, NVLink 25 us (NCCL's multi-node NVLS runs only with
-/// CollNet, so it is not a candidate across servers).
-const NVLS: Constants = Constants {
-    base: 0.0,
-    nvlink: 25.0,
-    pci: 0.0,
-    net: 0.0,
-};
-/// NVLS-tree across servers: base 0, NVLink 25 us, network 20.9 us per tree level.
-const NVLS_TREE: Constants = Constants {
-    base: 0.0,
-    nvlink: 25.0,
-    pci: 0.0,
-    net: 20.9,
-};
-/// NVLS's efficiency on Hopper (`nvlsEfficiency`).
-const NVLS_EFFICIENCY: f64 = 0.85;
+/// NVLS's and NVLS-tree's hardware latency over NVLink, us (their base latency is 0;
+/// NCCL's multi-node NVLS runs only with CollNet, so it is not a candidate across
+/// servers).
+const NVLS_NVLINK: f64 = 25.0;
+/// NVLS-tree's network latency per tree level, us.
+const NVLS_TREE_NET: f64 = 20.9;
 /// Hopper's per-channel NVLS-tree bandwidth cap, GB/s, for 2 and 4 or more nodes
 /// (`perChMaxNVLSTreeBws`; NVLS-tree does not run on one node).
 const NVLS_TREE_MAX_PER_CHANNEL: [f64; 2] = [57.7, 45.5];
@@ -233,15 +223,14 @@ impl TunerInput {
         if nodes > 1 {
             speed = speed.min(Self::gbytes(self.nic));
         }
-        let intra = speed * NVLS_EFFICIENCY * (ppn - 1.0) / ppn * 2.0;
+        let (kept, took) = NVLS_EFFICIENCY;
+        let intra = speed * kept as f64 / took as f64 * (ppn - 1.0) / ppn * 2.0;
         let (lat, per_channel) = if nodes == 1 {
-            (NVLS.base + NVLS.nvlink, intra.min(speed))
+            (NVLS_NVLINK, intra.min(speed))
         } else {
             let inter = speed * if nodes <= 2 { 2.0 } else { 1.0 };
             let cap = NVLS_TREE_MAX_PER_CHANNEL[usize::from(nodes > 2)];
-            let lat = NVLS_TREE.base
-                + NVLS_TREE.nvlink
-                + 2.0 * log2i(nodes as u64) as f64 * NVLS_TREE.net;
+            let lat = NVLS_NVLINK + 2.0 * log2i(nodes as u64) as f64 * NVLS_TREE_NET;
             (lat, intra.min(inter).min(cap))
         };
         Some((lat, ppn * per_channel * n / (2.0 * (n - 1.0))))

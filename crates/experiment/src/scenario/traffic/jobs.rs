@@ -4,7 +4,7 @@
 use super::{host_list, Common, Entry};
 use crate::scenario::nccl;
 use crate::scenario::reader::invalid;
-use crate::scenario::ScenarioError;
+use crate::scenario::{ScenarioError, NO_NVLS};
 use fabricsim_core::units::{ByteSize, Dimension, HostId, Time};
 use fabricsim_fabric::workload::collective::NcclProtocol;
 use fabricsim_fabric::workload::collective::{by_server, whole_servers};
@@ -95,9 +95,7 @@ impl Entry<'_> {
             check_server_groups(algorithm.name(), ranks, self.set.gpus_per_node).map_err(fail)?;
         }
         if algorithm == CollectiveAlgorithm::Nvls && !self.set.hardware.nvls {
-            return Err(fail(
-                "algorithm nvls: these servers' NVSwitch has no NVLink SHARP (it needs several GPUs per server of Hopper or later; topology.gpu = \"a100\" has none)".into(),
-            ));
+            return Err(fail(format!("algorithm nvls: {NO_NVLS}")));
         }
         Ok(())
     }
