@@ -72,21 +72,38 @@ pub fn run_case(file: &Path, catalog: &Catalog) -> Result<Vec<Calibration>, Stri
         .traffic
         .iter()
         .any(|t| matches!(t, Traffic::Listed { .. }));
+    let seeds = if open_loop(&base) { OPEN_LOOP_SEEDS } else { 1 };
     let mut rows = Vec::new();
     for fabric in [FabricKind::Infiniband, FabricKind::Rocev2] {
-        // A level's figures and its wall time.
-        let at = |level: Level| -> Result<(Figures, f64), String> {
-            let mut s = Scenario {
-                fabric,
-                ..base.clone()
-            };
-            s.set_level(level).map_err(|e| e.to_string())?;
-            let out = runner::run(&s, None, false)?;
-            let summary = results::summary(&s, &out);
-            Ok((figures(&summary, &out, listed), summary.wall_seconds))
+        // A level's figures on each seed, and its wall time over them.
+        let at = |level: Level| -> Result<(Vec<Figures>, f64), String> {
+            let mut runs = Vec::new();
+            let mut wall = 0.0;
+            for k in 0..seeds {
+                let mut s = Scenario {
+                    fabric,
+                    seed: base.seed + k,
+                    ..base.clone()
+                };
+                s.set_level(level).map_err(|e| e.to_string())?;
+                let out = runner::run(&s, None, false)?;
+                let summary = results::summary(&s, &out);
+                runs.push(figures(&summary, &out, listed));
+                wall += summary.wall_seconds;
+            }
+            Ok((runs, wall))
         };
         let ((packet, packet_wall), (flow, flow_wall)) = (at(Level::Packet)?, at(Level::Flow)?);
-        for ((metric, p), (_, f)) in packet.into_iter().zip(flow) {
+        for (i, &(metric, _)) in packet[0].iter().enumerate() {
+            let over = |runs: &[Figures]| -> Vec<f64> { runs.iter().map(|r| r[i].1).collect() };
+            let (packets, flows) = (over(&packet), over(&flow));
+            let mean = |xs: &[f64]| xs.iter().sum::<f64>() / xs.len() as f64;
+            let (p, f) = (mean(&packets), mean(&flows));
+            let spread = (seeds > 1).then(|| {
+                let lo = packets.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = packets.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                (lo, hi)
+            });
             rows.push(Calibration {
                 case: base.name.clone(),
                 fabric: fabric.name().to_string(),
@@ -100,12 +117,36 @@ pub fn run_case(file: &Path, catalog: &Catalog) -> Result<Vec<Calibration>, Stri
                     "completion_ns" => completion_target,
                     _ => time_target,
                 },
+                seeds: seeds as u32,
+                packet_spread: spread,
                 packet_wall_seconds: packet_wall,
                 flow_wall_seconds: flow_wall,
             });
         }
     }
     Ok(rows)
+}
+
+/// Seeds an open-loop case runs on at each level ([`open_loop`]): its figures are their
+/// means. DCQCN's cuts on an incast depend on which packets the ECN draws mark, so one
+/// seed's FCT p50 or completion can land in either of two modes (a 31:1 incast across
+/// leaves completes in 333 or 494 us at packet level by seed, BENCHMARKS.md); a single
+/// seed would compare coin flips. A project choice, the spread shown beside the figure.
+const OPEN_LOOP_SEEDS: u64 = 5;
+
+/// Whether every traffic entry of `s` starts its messages at given times, none waiting
+/// for another (flows, incasts, permutations, flow lists, background mixes).
+fn open_loop(s: &Scenario) -> bool {
+    s.traffic.iter().all(|t| {
+        matches!(
+            t,
+            Traffic::Flow { .. }
+                | Traffic::Incast { .. }
+                | Traffic::Permutation { .. }
+                | Traffic::Listed { .. }
+                | Traffic::Background(_)
+        )
+    })
 }
 
 /// Runs every case of the suite in `dir`, in name order.
@@ -151,12 +192,22 @@ fn figures_row(r: &Calibration) -> String {
         Some(_) => format!("{:.1} us", v / 1e3),
         None => format!("{v:.2} x"),
     };
+    let packet = match r.packet_spread {
+        Some((lo, hi)) => format!(
+            "{} ({} to {}, {} seeds)",
+            shown(r.packet),
+            shown(lo),
+            shown(hi),
+            r.seeds
+        ),
+        None => shown(r.packet),
+    };
     format!(
         "| {} | {} | {} | {} | {} | {:+.1} % | {:.0} % | {} |",
         r.case,
         r.fabric,
         r.metric.trim_end_matches("_ns"),
-        shown(r.packet),
+        packet,
         shown(r.flow),
         r.error * 100.0,
         r.target * 100.0,

@@ -18,11 +18,21 @@ pub struct Calibration {
     pub error: f64,
     /// The largest |error| the target allows.
     pub target: f64,
+    /// Seeds the figures are means over (an open-loop case's, see `calibrate`), and
+    /// packet level's lowest and highest figure over them.
+    #[serde(default = "one_seed")]
+    pub seeds: u32,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub packet_spread: Option<(f64, f64)>,
     /// Wall times: measured, so left out of the record.
     #[serde(skip_serializing_if = "is_unmeasured", default)]
     pub packet_wall_seconds: f64,
     #[serde(skip_serializing_if = "is_unmeasured", default)]
     pub flow_wall_seconds: f64,
+}
+
+fn one_seed() -> u32 {
+    1
 }
 
 fn is_unmeasured(x: &f64) -> bool {

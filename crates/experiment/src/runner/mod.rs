@@ -3,13 +3,14 @@
 //! (a results folder, a capture, the sensitivity run).
 
 mod beside;
+mod per_link;
 pub use beside::Beside;
 
 use crate::formats::pcap::{self, LinkType};
 pub use crate::outcome::{Capture, Outcome};
 use crate::output;
 use crate::results::{self, Summary};
-use crate::scenario::{FabricKind, Scenario};
+use crate::scenario::{FabricKind, OpenLoop, Scenario};
 use fabricsim_core::topology::Topology;
 use fabricsim_core::units::HostId;
 use fabricsim_core::units::Time;
@@ -120,6 +121,7 @@ pub fn run_threaded(
         datapath::apply(&mut workload, h, topo.host_count(), scenario.gpus_per_node);
     }
     let (mut probe, mut probed) = (0, 1);
+    let mut per_link = None;
     let how = SplitRun {
         threads,
         trial,
@@ -129,13 +131,23 @@ pub fn run_threaded(
     // why it goes on one thread.
     let (mut sim, finished) = match scenario.fabric {
         _ if flow_level => {
-            let mut cfg = flow_config(scenario);
-            if scenario.fabric == FabricKind::Rocev2 {
+            let cfg = flow_config(scenario);
+            let mtu = cfg.mtu;
+            let open_loop = (scenario.open_loop == OpenLoop::PerLink
+                && per_link::open_loop(&workload))
+            .then(|| topo.clone());
+            let mut flow = flow::Simulation::new(cfg, topo, &workload, scenario.stop_at)?;
+            per_link = open_loop
+                .and_then(|topo| {
+                    let paths = flow.network_paths();
+                    per_link::plan(&topo, &workload, &paths, mtu).map(|p| (p, paths))
+                })
+                .filter(|(plan, _)| plan.packets() <= per_link::PACKET_BUDGET);
+            if scenario.fabric == FabricKind::Rocev2 && per_link.is_none() {
                 probe = probe_size(&workload);
-                cfg.sharing = sharing_probe(scenario, probe)?;
-                probed = cfg.sharing.last().map_or(1, |p| p.load);
+                flow.set_sharing(sharing_probe(scenario, probe)?);
+                probed = flow.sharing().last().map_or(1, |p| p.load);
             }
-            let flow = flow::Simulation::new(cfg, topo, &workload, scenario.stop_at)?;
             (Model::Flow(Box::new(flow)), Err(None))
         }
         FabricKind::Infiniband => {
@@ -220,7 +232,7 @@ pub fn run_threaded(
         Err(one_thread) => drive(&mut sim, progress, one_thread),
     };
     // What each model gives: its report, capture, rate samples, windows and notes.
-    let (report, captured, rates, windows, notes) = match sim {
+    let (mut report, captured, rates, windows, mut notes) = match sim {
         Model::Ib(s) => (
             s.report(),
             Capture::Infiniband(s.captured().to_vec()),
@@ -246,6 +258,17 @@ pub fn run_threaded(
             Some(flow_notes(&s, probe, probed, scenario)),
         ),
     };
+    let mut wall_seconds = wall_seconds;
+    if let Some((plan, paths)) = &per_link {
+        let started = Instant::now();
+        per_link::apply(plan, scenario, paths, threads, &mut report)?;
+        wall_seconds += started.elapsed().as_secs_f64();
+        let (ports, sims) = plan.counts();
+        notes.get_or_insert_with(Vec::new).push(format!(
+            "flow level: the messages start on their own (open loop), so each of the {ports} ports two of them may share at once was simulated at packet level with their traffic ({sims} distinct simulations, {} packets), and each message completes at its ideal time plus the largest delay one of them gave it (Parsimon's decomposition)",
+            plan.packets()
+        ));
+    }
     if progress {
         for note in notes.iter().flatten() {
             say_once(note);

@@ -31,7 +31,7 @@ pub use failure::{describe_nodes, FailedPart, FailureSpec};
 pub use nccl::NcclSettings;
 pub use placement::{Job, Placement};
 pub(crate) use simulation::packets_only;
-pub use simulation::{flow_unmodelled, Auto, Level, DEFAULT_BUDGET};
+pub use simulation::{flow_unmodelled, Auto, Level, OpenLoop, DEFAULT_BUDGET};
 pub use topology::{TopologySpec, NO_NVLS};
 
 use crate::catalog::{Catalog, ItemKind};
@@ -121,6 +121,8 @@ pub struct Scenario {
     pub catalog: Catalog,
     /// Packet level, flow level, or flow level above a size (`[simulation]`).
     pub level: Level,
+    /// How flow level times open-loop traffic (`simulation.open_loop`).
+    pub open_loop: OpenLoop,
     /// Why `auto` chose the level it was settled on (`Scenario::settle_level`); None
     /// for a level set otherwise.
     pub level_reason: Option<String>,
@@ -395,6 +397,7 @@ impl Scenario {
             None => None,
         };
         let level = simulation::parse(&c, root.simulation.as_ref(), designed)?;
+        let open_loop = simulation::parse_open_loop(&c, root.simulation.as_ref())?;
         let compare = compare::parse(
             &c,
             root.compare.as_ref(),
@@ -436,6 +439,7 @@ impl Scenario {
             cost,
             catalog,
             level: Level::Packet,
+            open_loop,
             level_reason: None,
             nccl_choices,
             nccl,
@@ -543,7 +547,7 @@ impl Scenario {
         if let Some(t) = self.stop_at {
             let _ = writeln!(s, "stop_at = \"{t}\"");
         }
-        simulation::write_toml(self.level, &mut s);
+        simulation::write_toml(self.level, self.open_loop, &mut s);
         fabric::write_toml(self, &mut s);
         topology::write_toml(self, &mut s);
         if !self.nccl_choices.is_empty() {

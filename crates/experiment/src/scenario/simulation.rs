@@ -23,6 +23,45 @@ pub(super) struct FileSimulation {
     level: Option<Spanned<String>>,
     flow_above_hosts: Field,
     budget: Field,
+    open_loop: Option<Spanned<String>>,
+}
+
+/// How flow level times open-loop traffic (messages that each start at a given time and
+/// wait for none: incasts, permutations, flow lists, background mixes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OpenLoop {
+    /// Each port two of its messages may share at once simulated on its own at packet
+    /// level (Parsimon's decomposition, runner::per_link): the default.
+    #[default]
+    PerLink,
+    /// Max-min fair fluid flows, with RoCEv2's sharing probe: faster, and blind to
+    /// DCQCN's unfairness.
+    Fluid,
+}
+
+impl OpenLoop {
+    pub fn name(self) -> &'static str {
+        match self {
+            OpenLoop::PerLink => "per-link",
+            OpenLoop::Fluid => "fluid",
+        }
+    }
+}
+
+/// Reads `simulation.open_loop` ("per-link" by default).
+pub(super) fn parse_open_loop(
+    c: &Ctx,
+    f: Option<&FileSimulation>,
+) -> Result<OpenLoop, ScenarioError> {
+    let Some(f) = f else {
+        return Ok(OpenLoop::default());
+    };
+    Ok(
+        match c.choice("simulation.open_loop", &f.open_loop, &["per-link", "fluid"])? {
+            Some("fluid") => OpenLoop::Fluid,
+            _ => OpenLoop::PerLink,
+        },
+    )
 }
 
 /// The level a scenario asks for.
@@ -171,8 +210,11 @@ impl Scenario {
     }
 }
 
-pub(super) fn write_toml(level: Level, s: &mut String) {
+pub(super) fn write_toml(level: Level, open_loop: OpenLoop, s: &mut String) {
     let _ = writeln!(s, "\n[simulation]\nlevel = \"{}\"", level.name());
+    if open_loop != OpenLoop::default() {
+        let _ = writeln!(s, "open_loop = \"{}\"", open_loop.name());
+    }
     match level {
         Level::Auto(Auto::AboveHosts(above)) => {
             let _ = writeln!(s, "flow_above_hosts = {above}");

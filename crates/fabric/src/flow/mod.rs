@@ -37,6 +37,7 @@ mod sharing;
 
 use crate::driver::BuildError;
 pub use config::{FlowConfig, FlowRouting, FlowWire, Sharing, QUEUE_QUANTILES};
+pub use paths::NetworkPath;
 use pipeline::PipelinePlan;
 
 use crate::driver::{self, Lifecycle, LifecycleEvent, MessageFabric, Progress, RunState};
@@ -354,6 +355,17 @@ impl Simulation {
     /// sharing correction or below a load of 1.
     pub fn sharing_at(&self, load: f64) -> Option<Sharing> {
         self.cfg.sharing_at(load)
+    }
+
+    /// Sets how congestion control shares an overloaded port (see
+    /// [`FlowConfig::sharing`]), before the run starts.
+    pub fn set_sharing(&mut self, sharing: Vec<Sharing>) {
+        self.cfg.sharing = sharing;
+    }
+
+    /// How congestion control shares an overloaded port, by load (empty: the line rate).
+    pub fn sharing(&self) -> &[Sharing] {
+        &self.cfg.sharing
     }
 
     /// The highest load a port carried, in units of its line rate.

@@ -49,6 +49,27 @@ impl Simulation {
         Ok(())
     }
 
+    /// Each message's network path as the ports it crosses, host port first
+    /// ([`NetworkPath::Ports`]); a transfer inside a server is [`NetworkPath::Local`], and
+    /// one whose bytes spread over several paths (adaptive routing's trunks, spraying, a
+    /// compact edge's QPs) is [`NetworkPath::Spread`]. By message index.
+    pub fn network_paths(&self) -> Vec<NetworkPath> {
+        let ports = self.topo.ports().len() as u32;
+        self.state
+            .flows
+            .iter()
+            .map(|f| {
+                if Lifecycle::is_local(&self.topo, &f.msg) {
+                    NetworkPath::Local
+                } else if f.weights.is_empty() && f.path.iter().all(|&l| l < ports) {
+                    NetworkPath::Ports(f.path.iter().map(|&l| PortId(l)).collect())
+                } else {
+                    NetworkPath::Spread
+                }
+            })
+            .collect()
+    }
+
     /// The ports a message from `src` to `dst` crosses, host port first, and the
     /// fraction of its bytes each carries (empty: all of them on each); the consecutive
     /// ports of every path it takes are added to `edges`. A SHARP contribution
@@ -323,4 +344,12 @@ impl Simulation {
             .saturating_sub(self.cfg.tx_latency)
             .saturating_sub(wire)
     }
+}
+
+/// Where a message's bytes go at flow level (see [`Simulation::network_paths`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NetworkPath {
+    Local,
+    Ports(Vec<PortId>),
+    Spread,
 }

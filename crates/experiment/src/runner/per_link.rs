@@ -1,0 +1,477 @@
+//! Per-link packet simulations for flow-level runs of open-loop traffic: Parsimon's
+//! decomposition (Zhao et al., "Scalable Tail Latency Estimation for Data Center
+//! Networks", NSDI 2023), in place of the one-switch sharing probe.
+//!
+//! Open-loop traffic is messages that each start at a given time and wait for no other
+//! (incasts, permutations, flow lists, background mixes). Flow level routes them as the
+//! packet models do (the same ECMP hash of the same QP). Each port that two or more of
+//! them may cross at the same time is then simulated on its own at packet level, with the
+//! scenario's own fabric settings (PFC, ECN, DCQCN or credits), on a small topology that
+//! keeps what decides its queue:
+//! - the switch the port leaves, with its real number of ports (the shared buffer and
+//!   PFC headroom are divided as there), and each link into it that those messages come
+//!   in on, at its rate, behind which an upstream switch (again with its real number of
+//!   ports) holds their sources' own links;
+//! - behind the port, their destinations, on links no slower than the port (a
+//!   destination's own link is its own simulation's business).
+//!
+//! Ports whose simulations are equal (a permutation's symmetric uplinks) are simulated
+//! once. A message's FCT is its ideal FCT plus the largest delay beyond ideal any of its
+//! ports' simulations gave it: the simulation of a message's last bottleneck already
+//! holds the links that feed it, so adding the delays would count an upstream queue
+//! twice (Parsimon adds them; on an incast across leaves adding overshoots by the
+//! spines' share, measured in BENCHMARKS.md).
+
+use crate::scenario::{FabricKind, Scenario};
+use fabricsim_core::topology::{GraphLink, NodeKind, Topology};
+use fabricsim_core::units::{BitRate, HostId, PortId, Time};
+use fabricsim_fabric::flow::NetworkPath;
+use fabricsim_fabric::report::RunReport;
+use fabricsim_fabric::workload::{build, Traffic, Workload};
+use fabricsim_fabric::{infiniband, rocev2, EventDriven};
+use std::collections::BTreeMap;
+
+/// The most packets the per-link simulations of one run may carry together (over the
+/// distinct simulations): beyond it flow level keeps its max-min sharing with the
+/// sharing probe, and says so. A project choice: about a minute on one core of this
+/// machine (BENCHMARKS.md).
+pub const PACKET_BUDGET: u64 = 40_000_000;
+
+/// Whether every message of `w` starts at its own time and waits for none: what the
+/// per-link decomposition takes (collectives and training jobs are closed loops, whose
+/// messages start when others end).
+pub fn open_loop(w: &Workload) -> bool {
+    w.after.iter().all(Vec::is_empty)
+        && w.follows.iter().all(Option::is_none)
+        && w.collectives.is_empty()
+        && w.trainings.is_empty()
+        && w.sharp_groups.is_empty()
+        && w.data_paths.is_empty()
+        && w.pipelined.is_empty()
+        && w.staged.is_empty()
+        && w.prepared.is_empty()
+        && w.message_interval.is_none()
+}
+
+/// A link's rate (bits per second) and one-way delay (picoseconds).
+type Wire = (u64, u64);
+
+/// One port's packet-level simulation, as a value: equal values give equal results.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct LinkSim {
+    port: Wire,
+    /// Ports of the switch the port leaves; 0 where it leaves a host (the messages' one
+    /// source).
+    from_ports: u32,
+    /// Ports of the switch it reaches; 0 where it reaches a host (their one destination).
+    to_ports: u32,
+    /// The links into the switch it leaves that the messages come in on (none where it
+    /// leaves a host).
+    groups: Vec<Group>,
+    /// Behind a switch it reaches, each destination's link.
+    dsts: Vec<Wire>,
+    flows: Vec<LinkFlow>,
+}
+
+/// A link into the switch a simulated port leaves, and the sources behind it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Group {
+    link: Wire,
+    /// Ports of the switch it comes from; 0 where it is a source host's own link.
+    upstream_ports: u32,
+    /// The sources' own links (one, the link itself, where `upstream_ports` is 0).
+    sources: Vec<Wire>,
+}
+
+/// A message in a port's simulation: where it comes in and goes, and what it is.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct LinkFlow {
+    group: u32,
+    source: u32,
+    dst: u32,
+    size: u64,
+    start: u64,
+    sl: u8,
+}
+
+/// The per-link simulations a run needs: the distinct simulations, and for each
+/// simulated port, which one it is and the messages it holds (in its flows' order).
+pub struct Plan {
+    sims: Vec<LinkSim>,
+    ports: Vec<(usize, Vec<u32>)>,
+    packets: u64,
+}
+
+impl Plan {
+    /// Packets over the distinct simulations.
+    pub fn packets(&self) -> u64 {
+        self.packets
+    }
+
+    /// Ports simulated, and distinct simulations.
+    pub fn counts(&self) -> (usize, usize) {
+        (self.ports.len(), self.sims.len())
+    }
+}
+
+/// The plan for `w`'s messages on their `paths` (flow level's, by message index); None
+/// where some network message spreads over several paths (adaptive routing, spraying),
+/// which a port's simulation cannot hold.
+pub fn plan(topo: &Topology, w: &Workload, paths: &[NetworkPath], mtu: u32) -> Option<Plan> {
+    let mut on_port: Vec<Vec<(u32, usize)>> = vec![Vec::new(); topo.ports().len()];
+    let mut ports_of: Vec<&[PortId]> = vec![&[]; paths.len()];
+    for (i, p) in paths.iter().enumerate() {
+        match p {
+            NetworkPath::Local => {}
+            NetworkPath::Spread => return None,
+            NetworkPath::Ports(ps) => {
+                ports_of[i] = ps;
+                for (hop, port) in ps.iter().enumerate() {
+                    on_port[port.0 as usize].push((i as u32, hop));
+                }
+            }
+        }
+    }
+    let mut distinct: BTreeMap<LinkSim, usize> = BTreeMap::new();
+    let mut sims = Vec::new();
+    let mut ports = Vec::new();
+    let mut packets = 0;
+    for (p, flows) in on_port.iter().enumerate() {
+        if !overlapping(topo, w, &ports_of, flows) {
+            continue;
+        }
+        let sim = link_sim(topo, w, &ports_of, PortId(p as u32), flows);
+        let next = sims.len();
+        let k = *distinct.entry(sim.clone()).or_insert(next);
+        if k == next {
+            packets += sim
+                .flows
+                .iter()
+                .map(|f| f.size.div_ceil(mtu as u64).max(1))
+                .sum::<u64>();
+            sims.push(sim);
+        }
+        ports.push((k, flows.iter().map(|&(m, _)| m).collect()));
+    }
+    Some(Plan {
+        sims,
+        ports,
+        packets,
+    })
+}
+
+/// Whether two of the messages crossing a port may be on it at once: each holds it from
+/// its start for its bytes at its path's slowest rate, plus its path's delays and a
+/// microsecond a hop (generous: a port wrongly found busy only costs a simulation).
+fn overlapping(topo: &Topology, w: &Workload, paths: &[&[PortId]], flows: &[(u32, usize)]) -> bool {
+    if flows.len() < 2 {
+        return false;
+    }
+    let mut spans: Vec<(u64, u64)> = flows
+        .iter()
+        .map(|&(m, _)| {
+            let msg = &w.messages[m as usize];
+            let path = paths[m as usize];
+            let slowest = path
+                .iter()
+                .map(|&p| topo.port(p).rate)
+                .min_by_key(|r| r.bps())
+                .expect("a network path has ports");
+            let delays: u64 = path.iter().map(|&p| topo.port(p).delay.ps()).sum();
+            let hold = slowest.serialization(msg.size).ps()
+                + delays
+                + path.len() as u64 * Time::from_us(1).ps();
+            (msg.start.ps(), msg.start.ps() + hold)
+        })
+        .collect();
+    spans.sort_unstable();
+    let mut busy_until = 0;
+    for (k, &(start, end)) in spans.iter().enumerate() {
+        if k > 0 && start < busy_until {
+            return true;
+        }
+        busy_until = busy_until.max(end);
+    }
+    false
+}
+
+fn wire(topo: &Topology, p: PortId) -> Wire {
+    let port = topo.port(p);
+    (port.rate.bps(), port.delay.ps())
+}
+
+fn is_host(topo: &Topology, p: PortId) -> bool {
+    matches!(topo.nodes()[topo.port(p).node.index()], NodeKind::Host(_))
+}
+
+/// Port `p`'s simulation for the messages `flows` (each with its hop at `p`).
+fn link_sim(
+    topo: &Topology,
+    w: &Workload,
+    paths: &[&[PortId]],
+    p: PortId,
+    flows: &[(u32, usize)],
+) -> LinkSim {
+    let leaves_host = is_host(topo, p);
+    let peer = topo.port(p).peer;
+    let reaches_host = is_host(topo, peer);
+    let ports_at = |q: PortId| topo.node_ports(topo.port(q).node).len() as u32;
+    // The links into p's switch, in port order, and each one's sources in host order.
+    let mut groups: BTreeMap<u32, BTreeMap<u32, ()>> = BTreeMap::new();
+    let mut dsts: BTreeMap<u32, ()> = BTreeMap::new();
+    for &(m, hop) in flows {
+        let msg = &w.messages[m as usize];
+        if !leaves_host {
+            let ingress = paths[m as usize][hop - 1];
+            groups.entry(ingress.0).or_default().insert(msg.src.0, ());
+        }
+        dsts.insert(msg.dst.0, ());
+    }
+    let slot = |map: &BTreeMap<u32, ()>, k: u32| map.range(..k).count() as u32;
+    let link_flows = flows
+        .iter()
+        .map(|&(m, hop)| {
+            let msg = &w.messages[m as usize];
+            let (group, source) = if leaves_host {
+                (0, 0)
+            } else {
+                let ingress = paths[m as usize][hop - 1].0;
+                let g = groups.range(..ingress).count() as u32;
+                (g, slot(&groups[&ingress], msg.src.0))
+            };
+            LinkFlow {
+                group,
+                source,
+                dst: if reaches_host { 0 } else { slot(&dsts, msg.dst.0) },
+                size: msg.size,
+                start: msg.start.ps(),
+                sl: msg.sl,
+            }
+        })
+        .collect();
+    let own = wire(topo, p);
+    LinkSim {
+        port: own,
+        from_ports: if leaves_host { 0 } else { ports_at(p) },
+        to_ports: if reaches_host { 0 } else { ports_at(peer) },
+        groups: groups
+            .iter()
+            .map(|(&ingress, sources)| {
+                let ingress = PortId(ingress);
+                let from_host = is_host(topo, ingress);
+                Group {
+                    link: wire(topo, ingress),
+                    upstream_ports: if from_host { 0 } else { ports_at(ingress) },
+                    sources: if from_host {
+                        vec![wire(topo, ingress)]
+                    } else {
+                        sources
+                            .keys()
+                            .map(|&h| wire(topo, topo.host_port(HostId(h))))
+                            .collect()
+                    },
+                }
+            })
+            .collect(),
+        dsts: if reaches_host {
+            Vec::new()
+        } else {
+            dsts.keys()
+                .map(|&h| {
+                    let (rate, delay) = wire(topo, topo.host_port(HostId(h)));
+                    (rate.max(own.0), delay)
+                })
+                .collect()
+        },
+        flows: link_flows,
+    }
+}
+
+/// A small graph being built: nodes (switch or host), links, and each node's degree.
+#[derive(Default)]
+struct Graph {
+    switches: Vec<u32>,
+    links: Vec<GraphLink>,
+    degree: Vec<u32>,
+    hosts: u32,
+}
+
+impl Graph {
+    /// A new host node and its host number.
+    fn host(&mut self) -> (u32, HostId) {
+        self.degree.push(0);
+        self.hosts += 1;
+        (self.degree.len() as u32 - 1, HostId(self.hosts - 1))
+    }
+
+    fn switch(&mut self) -> u32 {
+        self.degree.push(0);
+        let n = self.degree.len() as u32 - 1;
+        self.switches.push(n);
+        n
+    }
+
+    fn link(&mut self, a: u32, b: u32, (rate, delay): Wire) {
+        self.degree[a as usize] += 1;
+        self.degree[b as usize] += 1;
+        self.links.push(GraphLink {
+            a,
+            b,
+            rate: BitRate(rate),
+            delay: Time(delay),
+        });
+    }
+
+    /// Idle hosts on `switch` until it has `ports` ports, on links like `like`.
+    fn pad(&mut self, switch: u32, ports: u32, like: Wire) {
+        while self.degree[switch as usize] < ports {
+            let (h, _) = self.host();
+            self.link(switch, h, like);
+        }
+    }
+}
+
+impl LinkSim {
+    /// Its topology, the host of each group's sources (by group, then source) and of
+    /// each destination slot.
+    fn topology(&self) -> Result<(Topology, Vec<Vec<HostId>>, Vec<HostId>), String> {
+        let mut g = Graph::default();
+        let (from, sources) = if self.from_ports == 0 {
+            let (h, id) = g.host();
+            (h, vec![vec![id]])
+        } else {
+            let a = g.switch();
+            let mut sources = Vec::new();
+            for group in &self.groups {
+                if group.upstream_ports == 0 {
+                    let (h, id) = g.host();
+                    g.link(h, a, group.link);
+                    sources.push(vec![id]);
+                } else {
+                    let u = g.switch();
+                    g.link(u, a, group.link);
+                    let hosts = group
+                        .sources
+                        .iter()
+                        .map(|&s| {
+                            let (h, id) = g.host();
+                            g.link(h, u, s);
+                            id
+                        })
+                        .collect();
+                    sources.push(hosts);
+                    g.pad(u, group.upstream_ports, group.sources[0]);
+                }
+            }
+            (a, sources)
+        };
+        let dsts = if self.to_ports == 0 {
+            let (h, id) = g.host();
+            g.link(from, h, self.port);
+            vec![id]
+        } else {
+            let b = g.switch();
+            g.link(from, b, self.port);
+            let hosts = self
+                .dsts
+                .iter()
+                .map(|&d| {
+                    let (h, id) = g.host();
+                    g.link(b, h, d);
+                    id
+                })
+                .collect();
+            g.pad(b, self.to_ports, self.port);
+            hosts
+        };
+        if self.from_ports > 0 {
+            g.pad(from, self.from_ports, self.port);
+        }
+        let topo = Topology::from_graph(g.degree.len() as u32, &g.switches, &g.links)?;
+        Ok((topo, sources, dsts))
+    }
+
+    /// Each message's delay beyond its ideal FCT at packet level, in its flows' order.
+    fn delays(&self, scenario: &Scenario) -> Result<Vec<Time>, String> {
+        let (topo, sources, dsts) = self.topology()?;
+        let traffic: Vec<Traffic> = self
+            .flows
+            .iter()
+            .map(|f| Traffic::Flow {
+                src: sources[f.group as usize][f.source as usize],
+                dst: dsts[f.dst as usize],
+                size: f.size,
+                start: Time(f.start),
+                sl: f.sl,
+            })
+            .collect();
+        let workload = build(&traffic, scenario.seed);
+        let report = packet_report(scenario, topo, &workload)?;
+        report
+            .flows
+            .iter()
+            .map(|r| {
+                let finish = r.finish.ok_or("a per-link simulation left a message unfinished")?;
+                Ok((finish - r.start).saturating_sub(r.ideal))
+            })
+            .collect()
+    }
+}
+
+/// `workload` on `topo` at packet level with the scenario's fabric and settings, to its
+/// end.
+pub(super) fn packet_report(
+    scenario: &Scenario,
+    topo: Topology,
+    workload: &Workload,
+) -> Result<RunReport, String> {
+    Ok(match scenario.fabric {
+        FabricKind::Rocev2 => {
+            let cfg = rocev2::RoceConfig {
+                seed: scenario.seed,
+                ..scenario.roce.clone()
+            };
+            let mut sim = rocev2::Simulation::new(cfg, topo, workload, None)?;
+            sim.run();
+            sim.report()
+        }
+        FabricKind::Infiniband => {
+            let mut sim = infiniband::Simulation::new(scenario.ib.clone(), topo, workload, None)?;
+            sim.run();
+            sim.report()
+        }
+    })
+}
+
+/// Runs the plan's simulations on up to `threads` threads and sets each network
+/// message's completion in `report` (flow level's) to its start, plus its ideal FCT,
+/// plus the largest delay its ports' simulations gave it. The results do not depend on
+/// `threads`.
+pub fn apply(
+    plan: &Plan,
+    scenario: &Scenario,
+    paths: &[NetworkPath],
+    threads: usize,
+    report: &mut RunReport,
+) -> Result<(), String> {
+    let delays = super::parallel_map(&plan.sims, threads, |s| s.delays(scenario));
+    let delays: Vec<Vec<Time>> = delays.into_iter().collect::<Result<_, _>>()?;
+    let mut extra = vec![Time::ZERO; report.flows.len()];
+    for (k, messages) in &plan.ports {
+        for (&m, &d) in messages.iter().zip(&delays[*k]) {
+            extra[m as usize] = extra[m as usize].max(d);
+        }
+    }
+    for (i, r) in report.flows.iter_mut().enumerate() {
+        if !matches!(paths[i], NetworkPath::Ports(_)) {
+            continue;
+        }
+        let finish = r.start + r.ideal + extra[i];
+        r.finish = Some(finish);
+        r.acked = Some(finish);
+    }
+    if let Some(end) = report.flows.iter().filter_map(|r| r.finish).max() {
+        report.sim_time = end;
+    }
+    Ok(())
+}
