@@ -122,6 +122,7 @@ pub fn run_threaded(
     }
     let (mut probe, mut probed) = (0, 1);
     let mut per_link = None;
+    let mut per_link_refused: Option<String> = None;
     let how = SplitRun {
         threads,
         trial,
@@ -137,12 +138,20 @@ pub fn run_threaded(
                 && per_link::open_loop(&workload))
             .then(|| topo.clone());
             let mut flow = flow::Simulation::new(cfg, topo, &workload, scenario.stop_at)?;
-            per_link = open_loop
-                .and_then(|topo| {
-                    let paths = flow.network_paths();
-                    per_link::plan(&topo, &workload, &paths, mtu).map(|p| (p, paths))
-                })
-                .filter(|(plan, _)| plan.packets() <= per_link::PACKET_BUDGET);
+            if let Some(topo) = open_loop {
+                let paths = flow.network_paths();
+                match per_link::plan(&topo, &workload, &paths, mtu) {
+                    None => per_link_refused = Some("some messages spread over several paths (adaptive routing or spraying), which one port's simulation cannot hold".to_string()),
+                    Some(p) if p.packets() > per_link::PACKET_BUDGET => {
+                        per_link_refused = Some(format!(
+                            "its ports' simulations would carry {} packets, over the {} the budget allows",
+                            p.packets(),
+                            per_link::PACKET_BUDGET
+                        ))
+                    }
+                    Some(p) => per_link = Some((p, paths)),
+                }
+            }
             if scenario.fabric == FabricKind::Rocev2 && per_link.is_none() {
                 probe = probe_size(&workload);
                 flow.set_sharing(sharing_probe(scenario, probe)?);
@@ -267,6 +276,11 @@ pub fn run_threaded(
         notes.get_or_insert_with(Vec::new).push(format!(
             "flow level: the messages start on their own (open loop), so each of the {ports} ports two of them may share at once was simulated at packet level with their traffic ({sims} distinct simulations, {} packets), and each message completes at its ideal time plus the largest delay one of them gave it (Parsimon's decomposition)",
             plan.packets()
+        ));
+    }
+    if let Some(why) = per_link_refused {
+        notes.get_or_insert_with(Vec::new).push(format!(
+            "flow level: the messages start on their own (open loop), but {why}: max-min sharing times them instead (less sure: BENCHMARKS.md)"
         ));
     }
     if progress {

@@ -242,7 +242,11 @@ fn link_sim(
             LinkFlow {
                 group,
                 source,
-                dst: if reaches_host { 0 } else { slot(&dsts, msg.dst.0) },
+                dst: if reaches_host {
+                    0
+                } else {
+                    slot(&dsts, msg.dst.0)
+                },
                 size: msg.size,
                 start: msg.start.ps(),
                 sl: msg.sl,
@@ -285,6 +289,14 @@ fn link_sim(
         },
         flows: link_flows,
     }
+}
+
+/// A port's simulation's topology, with the host of each group's sources (by group, then
+/// source) and of each destination slot.
+struct MiniTopology {
+    topo: Topology,
+    sources: Vec<Vec<HostId>>,
+    dsts: Vec<HostId>,
 }
 
 /// A small graph being built: nodes (switch or host), links, and each node's degree.
@@ -334,7 +346,7 @@ impl Graph {
 impl LinkSim {
     /// Its topology, the host of each group's sources (by group, then source) and of
     /// each destination slot.
-    fn topology(&self) -> Result<(Topology, Vec<Vec<HostId>>, Vec<HostId>), String> {
+    fn topology(&self) -> Result<MiniTopology, String> {
         let mut g = Graph::default();
         let (from, sources) = if self.from_ports == 0 {
             let (h, id) = g.host();
@@ -388,12 +400,20 @@ impl LinkSim {
             g.pad(from, self.from_ports, self.port);
         }
         let topo = Topology::from_graph(g.degree.len() as u32, &g.switches, &g.links)?;
-        Ok((topo, sources, dsts))
+        Ok(MiniTopology {
+            topo,
+            sources,
+            dsts,
+        })
     }
 
     /// Each message's delay beyond its ideal FCT at packet level, in its flows' order.
     fn delays(&self, scenario: &Scenario) -> Result<Vec<Time>, String> {
-        let (topo, sources, dsts) = self.topology()?;
+        let MiniTopology {
+            topo,
+            sources,
+            dsts,
+        } = self.topology()?;
         let traffic: Vec<Traffic> = self
             .flows
             .iter()
@@ -411,7 +431,9 @@ impl LinkSim {
             .flows
             .iter()
             .map(|r| {
-                let finish = r.finish.ok_or("a per-link simulation left a message unfinished")?;
+                let finish = r
+                    .finish
+                    .ok_or("a per-link simulation left a message unfinished")?;
                 Ok((finish - r.start).saturating_sub(r.ideal))
             })
             .collect()
