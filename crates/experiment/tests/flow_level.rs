@@ -393,6 +393,7 @@ fn calibration_suite_matches_its_record_and_ring_and_latency_bound_cases_stay_wi
         "BENCHMARKS.md's table is not the record's: `fabricsim calibrate --record`"
     );
     for case in [
+        "allreduce-nvls-32",
         "allreduce-ring-16",
         "allreduce-ring-64",
         "allreduce-ring-128-small",
@@ -657,8 +658,8 @@ fn a_ring_across_leaves_takes_its_qps_spines_at_both_levels() {
 }
 
 /// A flow-level run with an NVLS or tree all-reduce states flow level's error for that
-/// algorithm as the calibration record last measured it (its NVLS case on RoCEv2 is a
-/// miss), not a figure written into the sentence.
+/// algorithm as the calibration record last measured it, not a figure written into the
+/// sentence.
 #[test]
 fn nvls_and_tree_runs_state_their_recorded_flow_level_error() {
     use fabricsim_experiment::flow_error::recorded_range;
@@ -680,8 +681,6 @@ fn nvls_and_tree_runs_state_their_recorded_flow_level_error() {
             );
         }
     }
-    let (_, rocev2_nvls) = recorded_range("rocev2", |r| r.case.contains("nvls")).unwrap();
-    assert!(rocev2_nvls > 0.05, "the record keeps RoCEv2's NVLS miss");
 }
 
 /// Open-loop traffic at flow level is timed by per-link packet simulations (Parsimon's
@@ -740,5 +739,55 @@ fn an_incast_across_leaves_completes_at_flow_level_as_at_packet_level() {
                 "{fabric}: one thread against two"
             );
         }
+    }
+}
+
+/// compare on a 512-GPU data-parallel cluster (fat-tree style designs, 64 MiB of
+/// gradients in four hierarchical buckets): the same recommendation and saving at both
+/// levels within 2 percentage points, and each fabric's iteration within 5 %. Two rails'
+/// latency-bound ring edges ECMP collide on RoCEv2's uplinks there in 16 KiB steps and
+/// build no queue DCQCN or PFC would act on; flow level charged them DCQCN's correction
+/// and max-min's slowdown on every step before its congestion onset (saving 23.7 %
+/// against packet level's 3.9 %, issue 32).
+#[test]
+fn compare_on_a_512_gpu_data_parallel_cluster_decides_alike_at_both_levels() {
+    let s = scenario(
+        "seed = 1\n[cluster]\ngpus = 512\ngpus_per_node = 8\nnic_rate = \"400Gbps\"\nstyle = \"fat-tree\"\n[[traffic]]\nkind = \"training\"\nsize = \"64MiB\"\nbuckets = 4\niterations = 2\nforward = \"1ms\"\nbackward = \"2ms\"\noverlap = true\nalgorithm = \"hierarchical\"\n",
+    );
+    let decide = |level| {
+        let mut s = s.clone();
+        s.set_level(level).unwrap();
+        let c = fabricsim_experiment::compare::run_both(&s, false, 2).unwrap();
+        let iterations: Vec<f64> = c
+            .runs
+            .iter()
+            .map(|r| {
+                r.summary.training[0]
+                    .iteration_time_ns
+                    .expect("an iteration")
+            })
+            .collect();
+        (
+            c.recommendation.fabric,
+            c.recommendation.saving.unwrap(),
+            iterations,
+        )
+    };
+    let (flow, packet) = (decide(Level::Flow), decide(Level::Packet));
+    assert_eq!(
+        flow.0, packet.0,
+        "recommendation: flow {flow:?}, packet {packet:?}"
+    );
+    assert!(
+        (flow.1 - packet.1).abs() <= 0.02,
+        "saving: flow {:.1} %, packet {:.1} %",
+        flow.1 * 100.0,
+        packet.1 * 100.0
+    );
+    for (f, p) in flow.2.iter().zip(&packet.2) {
+        assert!(
+            (f / p - 1.0).abs() <= 0.05,
+            "iteration: flow {f} ns, packet {p} ns"
+        );
     }
 }

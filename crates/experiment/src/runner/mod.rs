@@ -640,6 +640,23 @@ fn sharing_notes(sim: &flow::Simulation, probe: u64, probed: u32) -> Vec<String>
     notes
 }
 
+/// Where RoCEv2's congestion control first acts on a port (see [`flow::Onset`]): DCQCN
+/// at ECN's Kmin; PFC where the dynamic threshold on an empty buffer (`switch_buffer /
+/// 2^alpha_shift`) pauses an ingress, a lower bound of the egress queue that takes when
+/// several ingresses feed it; without PFC, where the shared buffer fills and drops.
+fn congestion_onset(r: &rocev2::RoceConfig) -> flow::Onset {
+    let (bytes, at_bps) = match (&r.ecn, &r.dcqcn) {
+        (Some(ecn), Some(_)) => (ecn.red.kmin as f64, ecn.scale_from.map(|b| b.bps())),
+        _ => (f64::INFINITY, None),
+    };
+    let cap = if r.pfc {
+        (r.switch_buffer >> r.alpha_shift) as f64
+    } else {
+        r.switch_buffer as f64
+    };
+    flow::Onset { bytes, at_bps, cap }
+}
+
 /// What flow level takes from the scenario's fabric: its packets' framing and MTU, its
 /// endpoint and switch latencies, and its routing (InfiniBand's static or adaptive
 /// choice, RoCEv2's seeded ECMP hash).
@@ -659,6 +676,7 @@ fn flow_config(scenario: &Scenario) -> FlowConfig {
                     FlowRouting::Static
                 },
                 sharing: Vec::new(),
+                onset: None,
             }
         }
         FabricKind::Rocev2 => {
@@ -679,6 +697,7 @@ fn flow_config(scenario: &Scenario) -> FlowConfig {
                     LoadBalancing::Spray => FlowRouting::Spray,
                 },
                 sharing: Vec::new(),
+                onset: Some(congestion_onset(r)),
             }
         }
     }

@@ -44,6 +44,34 @@ pub struct FlowConfig {
     /// (see [`Sharing`]); empty: the whole line rate. The experiment layer measures it at
     /// packet level (RoCEv2's congestion control cutting rates below the fair share).
     pub sharing: Vec<Sharing>,
+    /// The queue at which congestion control or PFC starts to act on a port (see
+    /// [`Onset`]); None: wherever a port is overloaded.
+    pub onset: Option<Onset>,
+}
+
+/// The standing queue at which RoCEv2's congestion control or PFC first acts on a port:
+/// ECN's first marks (`bytes` on a port of `at_bps`, scaled with each port's rate when
+/// `at_bps` is set, as the HPCC model's defaults scale Kmin) or, whichever is less, the
+/// `cap` where PFC pauses or the buffer drops (the same on every port). A port whose flows
+/// cannot build that queue is shared max-min, without [`Sharing`]'s correction: DCQCN
+/// sees no mark there, nor PFC a pause, and packet level shares it fairly (issue 32: two
+/// rails' ring edges ECMP collided on an uplink, in 32 KiB steps, marked nothing).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Onset {
+    pub bytes: f64,
+    pub at_bps: Option<u64>,
+    pub cap: f64,
+}
+
+impl Onset {
+    /// The onset on a port of `line_bps`, bytes.
+    pub fn on(&self, line_bps: u64) -> f64 {
+        let marks = match self.at_bps {
+            Some(at) if at > 0 => self.bytes * line_bps as f64 / at as f64,
+            _ => self.bytes,
+        };
+        marks.min(self.cap)
+    }
 }
 
 /// The quantiles of the queueing delay a [`Sharing`] holds.

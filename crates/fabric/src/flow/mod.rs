@@ -36,7 +36,7 @@ mod pipeline;
 mod sharing;
 
 use crate::driver::BuildError;
-pub use config::{FlowConfig, FlowRouting, FlowWire, Sharing, QUEUE_QUANTILES};
+pub use config::{FlowConfig, FlowRouting, FlowWire, Onset, Sharing, QUEUE_QUANTILES};
 pub use paths::NetworkPath;
 use pipeline::PipelinePlan;
 
@@ -86,6 +86,9 @@ pub(crate) struct Flow {
     /// The queues it met on arriving at its ports (RoCEv2's measured queueing, see
     /// [`FlowConfig::queue_delay`]): its completion comes that much later.
     queued: Time,
+    /// A compact ring edge: the share of the flows it last met on its links that send
+    /// greedily (not edges of rings; see [`PipelinePlan::wait`]), 1 until it meets any.
+    greedy: f64,
 }
 
 driver::tracked_by_fields!(Flow);
@@ -152,6 +155,9 @@ struct Link {
     line_demand_bps: u64,
     /// The flows' wire bytes, whole.
     flow_bytes: u64,
+    /// The wire bytes its flows' senders may send at once: a message's whole, a compact
+    /// edge's piece (the rest follows as its feeds deliver).
+    burst_bytes: u64,
     /// The flows crossing it now, in the order they started.
     flows: Vec<u32>,
     /// Compact chain or tree edges across it released together by their feed's
@@ -166,7 +172,7 @@ struct Link {
     /// The re-share that last visited it.
     mark: u32,
     /// Its last share (see [`Link::shared`]) with the demands and bytes it was for.
-    share_memo: Option<((u64, u64, u64), f64)>,
+    share_memo: Option<((u64, u64, u64, u64), f64)>,
     /// Since when its flows' senders have overdriven it while it runs full (a load above
     /// 1 and their rates summing to its share): its queue has been building since then.
     overloaded_since: Option<Time>,
@@ -193,7 +199,7 @@ impl Link {
     /// flows' whole bytes at line rate are what the transient is weighed against; the
     /// transient answers the load at line rate, the steady share the load now.
     fn share(&self, cfg: &FlowConfig) -> f64 {
-        if self.stage {
+        if self.stage || !self.can_congest(cfg) {
             return 1.0;
         }
         let fair = self.flow_bytes as f64 / self.capacity;
@@ -203,7 +209,12 @@ impl Link {
     /// [`Self::share`], kept while its demands and flows' bytes stand: every re-share
     /// asks it of every port in its component, and interpolating it takes logarithms.
     fn shared(&mut self, cfg: &FlowConfig) -> f64 {
-        let inputs = (self.demand_bps, self.line_demand_bps, self.flow_bytes);
+        let inputs = (
+            self.demand_bps,
+            self.line_demand_bps,
+            self.flow_bytes,
+            self.burst_bytes,
+        );
         match self.share_memo {
             Some((of, share)) if of == inputs => share,
             _ => {
@@ -212,6 +223,18 @@ impl Link {
                 share
             }
         }
+    }
+
+    /// Whether its flows can build the queue at which congestion control acts
+    /// ([`FlowConfig::onset`]; always without one): senders starting at their line rates
+    /// fill it at `line_load - 1` times its rate while their bursts last, so its queue
+    /// peaks near `1 - 1 / line_load` of their bursts' bytes.
+    fn can_congest(&self, cfg: &FlowConfig) -> bool {
+        let Some(onset) = cfg.onset else {
+            return true;
+        };
+        let load = self.line_load();
+        load > 1.0 && (1.0 - 1.0 / load) * self.burst_bytes as f64 >= onset.on(self.line_bps)
     }
 
     /// The queueing delay a message arriving now meets here, with its `draw` (see
@@ -297,6 +320,7 @@ impl Simulation {
                 piece_time: Time::ZERO,
                 queued: Time::ZERO,
                 demand_bps: 0,
+                greedy: 1.0,
             })
             .collect();
         let links = topo
@@ -389,6 +413,18 @@ impl Simulation {
         self.state.queue.now()
     }
 
+    /// The wire bytes of `f` its sender may send at once (see [`Link::burst_bytes`]): a
+    /// compact edge's piece, but a whole ring edge where its ring is bound by bandwidth
+    /// rather than latency (its sender then always has the next pieces in hand).
+    fn burst_wire(&self, f: &Flow) -> u64 {
+        match f.pipeline {
+            Some(p) if f.plan.latency_bound(p) || matches!(p, Pipeline::Chain { .. }) => {
+                self.flow_wire(f) / p.pieces_on_wire().max(1)
+            }
+            _ => self.flow_wire(f),
+        }
+    }
+
     /// A flow's link bytes: its message's packets, or a compact edge's pieces' packets.
     fn flow_wire(&self, f: &Flow) -> u64 {
         if Lifecycle::is_local(&self.topo, &f.msg) {
@@ -418,6 +454,7 @@ impl Simulation {
         };
         let piece = m.size / packets;
         let wire = self.flow_wire(&self.state.flows[flow as usize]);
+        let burst = self.burst_wire(&self.state.flows[flow as usize]);
         let demand = self.state.flows[flow as usize].demand_bps;
         let sender = self.sender_bps(flow);
         let packets = packets * piece.div_ceil(self.cfg.mtu as u64).max(1);
@@ -428,6 +465,7 @@ impl Simulation {
             link.demand_bps -= part(demand, w);
             link.line_demand_bps -= part(sender, w);
             link.flow_bytes -= part(wire, w);
+            link.burst_bytes -= part(burst, w);
             link.tx_bytes += part(wire, w);
             link.tx_packets += part(packets, w);
         }
@@ -459,7 +497,8 @@ impl Simulation {
                 None => now + self.lead(&m, &path),
                 Some(p) => {
                     let piece_msg = Message { size: piece, ..m };
-                    now + self.lead(&piece_msg, &path) + plan.wait(p, drain)
+                    let greedy = self.state.flows[flow as usize].greedy;
+                    now + self.lead(&piece_msg, &path) + plan.wait(p, drain, greedy)
                 }
             };
         self.complete(flow, done);
@@ -572,6 +611,7 @@ impl MessageFabric for Simulation {
         self.state.flows[flow as usize].demand_bps = sender;
         let path = std::mem::take(&mut self.state.flows[flow as usize].path);
         let wire = self.flow_wire(&self.state.flows[flow as usize]);
+        let burst = self.burst_wire(&self.state.flows[flow as usize]);
         let now = self.state.queue.now();
         let mut queued = Time::ZERO;
         for (hop, &l) in path.iter().enumerate() {
@@ -583,6 +623,7 @@ impl MessageFabric for Simulation {
             link.demand_bps += part(sender, w);
             link.line_demand_bps += part(sender, w);
             link.flow_bytes += part(wire, w);
+            link.burst_bytes += part(burst, w);
             if !link.stage {
                 self.peak_load = self.peak_load.max(link.load());
             }

@@ -279,22 +279,42 @@ impl PipelinePlan {
     /// A ring of K steps of P pieces, each of time t = drain / (K P): piece p of step k
     /// leaves at the later of the edge's previous piece and the same piece of step k-1
     /// arriving from upstream, so the last leaves at
-    /// max(K P t, ahead + (K - 1)(t - nominal) + P t) - t: the edge is either busy
-    /// throughout or waits on the ring's latency (its own pieces slower than nominal
-    /// delay each step). A chain or tree edge enters only once its first piece is in
+    /// max(K P t, ahead + (K - 1) d + P t) - t: the edge is either busy throughout or
+    /// waits on the ring's latency, each step later by d. Its pieces' delay t - nominal
+    /// comes from the flows sharing its links: the `greedy` share of them (not edges of
+    /// rings) sends whenever it can, and delays every step; the rest are other rings'
+    /// edges, which send in bursts between their own latencies as this edge does, so
+    /// their bytes fit into the time this edge idles each step (step - P nominal) and
+    /// delay it only beyond that (two latency-bound rings ECMP collided on one uplink
+    /// barely slow each other at packet level).
+    /// A chain or tree edge enters only once its first piece is in
     /// (`Simulation::post_after_feeds`) and ends no earlier than its feeds allow
     /// (`Simulation::complete`): nothing to add.
-    pub(super) fn wait(self, p: Pipeline, drain: Time) -> Time {
+    pub(super) fn wait(self, p: Pipeline, drain: Time, greedy: f64) -> Time {
         match p {
             Pipeline::Ring { steps, pieces, .. } => {
                 let t = Time(drain.ps() / p.pieces_on_wire().max(1));
-                let latency_bound = self.ahead
-                    + self.slower(p, drain) * (steps.max(1) as u64 - 1)
-                    + t * pieces as u64;
+                let slower = self.slower(p, drain).ps() as f64;
+                let idle = self.step.saturating_sub(self.nominal * pieces as u64).ps() as f64;
+                let greedy = greedy.clamp(0.0, 1.0);
+                let delay = slower * greedy + (slower * (1.0 - greedy) - idle).max(0.0);
+                let latency_bound =
+                    self.ahead + Time(delay as u64) * (steps.max(1) as u64 - 1) + t * pieces as u64;
                 latency_bound.saturating_sub(drain)
             }
             Pipeline::Chain { .. } => Time::ZERO,
         }
+    }
+
+    /// Whether the ring's latency, not the edge's bytes, bounds it at nominal rates
+    /// (the second term of [`Self::wait`]'s max the larger, with no delay).
+    pub(super) fn latency_bound(self, p: Pipeline) -> bool {
+        let on_wire = p.pieces_on_wire().max(1);
+        let Pipeline::Ring { pieces, .. } = p else {
+            return false;
+        };
+        let pieces = pieces as u64;
+        self.ahead + self.nominal * pieces > self.nominal * on_wire
     }
 
     /// A piece's time from its posting to its completion: its step, slower by what the

@@ -70,6 +70,7 @@ impl Simulation {
                 self.water_fill(&ports, &flows);
             }
         }
+        self.note_greedy(&flows);
         self.note_overloads(&ports, now);
         for (&f, &rate) in flows.iter().zip(&before) {
             let fl = &self.state.flows[f as usize];
@@ -197,6 +198,31 @@ impl Simulation {
         moved
     }
 
+    /// Notes, for each compact ring edge of `flows` that meets other flows, the share
+    /// of them on its most crowded link that are not ring edges (`Flow::greedy`).
+    fn note_greedy(&mut self, flows: &[u32]) {
+        for &f in flows {
+            if self.ring_of[f as usize] == NO_RING {
+                continue;
+            }
+            let crowded = self.state.flows[f as usize]
+                .path
+                .iter()
+                .map(|&l| &self.links[l as usize])
+                .filter(|link| !link.stage)
+                .max_by_key(|link| link.flows.len());
+            let Some(link) = crowded.filter(|link| link.flows.len() > 1) else {
+                continue;
+            };
+            let greedy = link
+                .flows
+                .iter()
+                .filter(|&&o| o != f && self.ring_of[o as usize] == NO_RING)
+                .count();
+            self.state.flows[f as usize].greedy = greedy as f64 / (link.flows.len() - 1) as f64;
+        }
+    }
+
     /// Marks which of the re-shared `ports` are overloaded from `now` on: their flows'
     /// senders could send more than their line rate and their rates fill the share
     /// congestion control leaves them (see [`super::FlowConfig::queue_delay`]). A port
@@ -211,7 +237,8 @@ impl Simulation {
             let link = &mut self.links[l as usize];
             // What the water-filling left of its share: none when its flows fill it.
             let full = link.left <= link.capacity * 1e-9;
-            let overloaded = !link.stage && link.load() > 1.0 && full;
+            let overloaded =
+                !link.stage && link.load() > 1.0 && full && link.can_congest(&self.cfg);
             link.overloaded_since = match link.overloaded_since {
                 Some(since) if overloaded => Some(since),
                 _ if overloaded => Some(now),
