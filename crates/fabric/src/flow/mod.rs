@@ -413,15 +413,16 @@ impl Simulation {
         self.state.queue.now()
     }
 
-    /// The wire bytes of `f` its sender may send at once (see [`Link::burst_bytes`]): a
-    /// compact edge's piece, but a whole ring edge where its ring is bound by bandwidth
-    /// rather than latency (its sender then always has the next pieces in hand).
-    fn burst_wire(&self, f: &Flow) -> u64 {
+    /// Of `f`'s `wire` bytes ([`Self::flow_wire`]), those its sender may send at once (see
+    /// [`Link::burst_bytes`]): a compact edge's piece, but a whole ring edge where its ring
+    /// is bound by bandwidth rather than latency (its sender then always has the next
+    /// pieces in hand).
+    fn burst_wire(f: &Flow, wire: u64) -> u64 {
         match f.pipeline {
             Some(p) if f.plan.latency_bound(p) || matches!(p, Pipeline::Chain { .. }) => {
-                self.flow_wire(f) / p.pieces_on_wire().max(1)
+                wire / p.pieces_on_wire().max(1)
             }
-            _ => self.flow_wire(f),
+            _ => wire,
         }
     }
 
@@ -454,7 +455,7 @@ impl Simulation {
         };
         let piece = m.size / packets;
         let wire = self.flow_wire(&self.state.flows[flow as usize]);
-        let burst = self.burst_wire(&self.state.flows[flow as usize]);
+        let burst = Self::burst_wire(&self.state.flows[flow as usize], wire);
         let demand = self.state.flows[flow as usize].demand_bps;
         let sender = self.sender_bps(flow);
         let packets = packets * piece.div_ceil(self.cfg.mtu as u64).max(1);
@@ -611,7 +612,7 @@ impl MessageFabric for Simulation {
         self.state.flows[flow as usize].demand_bps = sender;
         let path = std::mem::take(&mut self.state.flows[flow as usize].path);
         let wire = self.flow_wire(&self.state.flows[flow as usize]);
-        let burst = self.burst_wire(&self.state.flows[flow as usize]);
+        let burst = Self::burst_wire(&self.state.flows[flow as usize], wire);
         let now = self.state.queue.now();
         let mut queued = Time::ZERO;
         for (hop, &l) in path.iter().enumerate() {

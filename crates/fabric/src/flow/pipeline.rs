@@ -286,10 +286,9 @@ impl PipelinePlan {
     /// edges, which send in bursts between their own latencies as this edge does, so
     /// their bytes fit into the time this edge idles each step (step - P nominal) and
     /// delay it only beyond that (two latency-bound rings ECMP collided on one uplink
-    /// barely slow each other at packet level).
-    /// A chain or tree edge enters only once its first piece is in
-    /// (`Simulation::post_after_feeds`) and ends no earlier than its feeds allow
-    /// (`Simulation::complete`): nothing to add.
+    /// barely slow each other at packet level). A chain or tree edge enters only once its
+    /// first piece is in (`Simulation::post_after_feeds`) and ends no earlier than its
+    /// feeds allow (`Simulation::complete`): nothing to add.
     pub(super) fn wait(self, p: Pipeline, drain: Time, greedy: f64) -> Time {
         match p {
             Pipeline::Ring { steps, pieces, .. } => {
@@ -309,12 +308,11 @@ impl PipelinePlan {
     /// Whether the ring's latency, not the edge's bytes, bounds it at nominal rates
     /// (the second term of [`Self::wait`]'s max the larger, with no delay).
     pub(super) fn latency_bound(self, p: Pipeline) -> bool {
-        let on_wire = p.pieces_on_wire().max(1);
         let Pipeline::Ring { pieces, .. } = p else {
             return false;
         };
-        let pieces = pieces as u64;
-        self.ahead + self.nominal * pieces > self.nominal * on_wire
+        let on_wire = p.pieces_on_wire().max(1);
+        self.ahead + self.nominal * pieces as u64 > self.nominal * on_wire
     }
 
     /// A piece's time from its posting to its completion: its step, slower by what the
