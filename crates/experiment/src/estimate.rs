@@ -25,8 +25,9 @@ const PACKET_BYTES: u64 = 64;
 /// State per message at flow level: its flow (path, fluid state, progress), workload
 /// entries (its dependencies and feeds) and result. Measured (heaptrack, 2026-12-05): a
 /// 4,096-GPU tree iteration's 2.1 M compact messages take 1.27 GB of heap per run, about
-/// 600 B each beside the hosts' share (below).
-const FLOW_MESSAGE_BYTES: u64 = 640;
+/// 600 B each beside the hosts' share (below); DCQCN's fluid adds 56 B a flow (its
+/// reaction point's box, rates, marks, last CNP, bottleneck), rounded up to 64.
+const FLOW_MESSAGE_BYTES: u64 = 704;
 /// State per host at flow level beyond its ports and routes (counted apart): its NVLink
 /// out and in as links, its life-cycle and pipeline state. Chosen against measurements:
 /// examples/flow-training-16k.toml (3 compact messages a GPU) takes 99.5 MB of heap at

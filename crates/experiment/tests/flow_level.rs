@@ -408,15 +408,15 @@ fn calibration_suite_matches_its_record_and_ring_and_latency_bound_cases_stay_wi
             assert!(r.target <= 0.05 && r.within(), "{case}: {r:?}");
         }
     }
-    // Per-QP ECMP puts each ring connection on one spine at both levels: on InfiniBand
-    // (static routes) they agree within 5 %. On RoCEv2 flow level misses DCQCN's cuts of
-    // the ring's on-off senders (-14.5 % when recorded; without DCQCN the two agree, see
-    // `a_ring_across_leaves_takes_its_qps_spines_at_both_levels`).
-    let ring = rows
-        .iter()
-        .find(|r| r.case == "ring-beside-permutation" && r.fabric == "infiniband")
-        .expect("the ring beside a permutation");
-    assert!(ring.target <= 0.05 && ring.within(), "{ring:?}");
+    // Per-QP ECMP puts each ring connection on one spine at both levels, and on RoCEv2
+    // DCQCN's fluid cuts the ring's senders where they collide (issue 33: -14.9 % with
+    // the probe's correction): a ring beside a permutation, and two rings beside each
+    // other, within 5 % on both fabrics.
+    for case in ["ring-beside-permutation", "two-rings-32mib"] {
+        for r in rows.iter().filter(|r| r.case == case) {
+            assert!(r.target <= 0.05 && r.within(), "{r:?}");
+        }
+    }
     // A web-search mix, timed by per-link packet simulations at flow level: p50 and p99
     // slowdown within 15 % on InfiniBand, p99 on RoCEv2 (its p50 is a recorded miss,
     // +18.6 %: each port's simulation sends every message at its NIC's rate, where

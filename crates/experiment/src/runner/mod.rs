@@ -132,7 +132,12 @@ pub fn run_threaded(
     // why it goes on one thread.
     let (mut sim, finished) = match scenario.fabric {
         _ if flow_level => {
-            let cfg = flow_config(scenario);
+            let mut cfg = flow_config(scenario);
+            if per_link::open_loop(&workload) {
+                // Open-loop traffic: per-link packet simulations, or (`open_loop =
+                // "fluid"`, over budget) max-min sharing with the probe's correction.
+                cfg.dcqcn = None;
+            }
             let mtu = cfg.mtu;
             let open_loop = (scenario.open_loop == OpenLoop::PerLink
                 && per_link::open_loop(&workload))
@@ -152,7 +157,10 @@ pub fn run_threaded(
                     Some(p) => per_link = Some((p, paths)),
                 }
             }
-            if scenario.fabric == FabricKind::Rocev2 && per_link.is_none() {
+            if scenario.fabric == FabricKind::Rocev2
+                && per_link.is_none()
+                && flow.config().dcqcn.is_none()
+            {
                 probe = probe_size(&workload);
                 flow.set_sharing(sharing_probe(scenario, probe)?);
                 probed = flow.sharing().last().map_or(1, |p| p.load);
@@ -552,6 +560,21 @@ fn incast_probe(
 fn flow_notes(sim: &flow::Simulation, probe: u64, probed: u32, scenario: &Scenario) -> Vec<String> {
     let mut notes = algorithm_notes(scenario);
     notes.extend(sharing_notes(sim, probe, probed));
+    if sim.config().dcqcn.is_some() {
+        let errs = crate::flow_error::recorded_range("rocev2", |_| true)
+            .map(|(lo, hi)| {
+                format!(
+                    "; flow level on RoCEv2 errs from {:+.0} % to {:+.0} % against packet level on examples/calibration (its record.json)",
+                    lo * 100.0,
+                    hi * 100.0
+                )
+            })
+            .unwrap_or_default();
+        notes.push(format!(
+            "flow level on RoCEv2: DCQCN runs as a fluid (each switch port's queue, RED's marks drawn per flow every {} ns, the packet model's reaction point per connection); PFC's pauses of other flows and a message's wait behind a queue it meets are left out{errs}: run at packet level where it matters",
+            flow::DCQCN_TICK.ps() / 1000
+        ));
+    }
     notes
 }
 
@@ -657,6 +680,20 @@ fn congestion_onset(r: &rocev2::RoceConfig) -> flow::Onset {
     flow::Onset { bytes, at_bps, cap }
 }
 
+/// DCQCN at flow level (`flow::dcqcn`) with the scenario's ECN, DCQCN and buffer
+/// settings; None without DCQCN.
+fn fluid_dcqcn(r: &rocev2::RoceConfig, seed: u64) -> Option<flow::FluidDcqcn> {
+    let (ecn, d) = (r.ecn.as_ref()?, r.dcqcn.as_ref()?);
+    Some(flow::FluidDcqcn {
+        params: d.params.clone(),
+        red: ecn.red,
+        red_at_bps: ecn.scale_from.map(|b| b.bps()),
+        cnp_interval: d.cnp_interval,
+        queue_cap: congestion_onset(r).cap,
+        seed,
+    })
+}
+
 /// What flow level takes from the scenario's fabric: its packets' framing and MTU, its
 /// endpoint and switch latencies, and its routing (InfiniBand's static or adaptive
 /// choice, RoCEv2's seeded ECMP hash).
@@ -677,6 +714,7 @@ fn flow_config(scenario: &Scenario) -> FlowConfig {
                 },
                 sharing: Vec::new(),
                 onset: None,
+                dcqcn: None,
             }
         }
         FabricKind::Rocev2 => {
@@ -698,6 +736,7 @@ fn flow_config(scenario: &Scenario) -> FlowConfig {
                 },
                 sharing: Vec::new(),
                 onset: Some(congestion_onset(r)),
+                dcqcn: fluid_dcqcn(r, scenario.seed),
             }
         }
     }

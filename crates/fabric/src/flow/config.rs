@@ -1,6 +1,8 @@
 //! What flow level takes from a fabric's configuration: its packets' framing, latencies,
 //! routing, and RoCEv2's measured sharing correction.
 
+use fabricsim_core::proto::dcqcn::DcqcnParams;
+use fabricsim_core::proto::ecn::RedParams;
 use fabricsim_core::units::Time;
 use fabricsim_core::wire::{ib, roce};
 
@@ -47,6 +49,38 @@ pub struct FlowConfig {
     /// The queue at which congestion control or PFC starts to act on a port (see
     /// [`Onset`]); None: wherever a port is overloaded.
     pub onset: Option<Onset>,
+    /// RoCEv2's DCQCN run as a fluid model (see [`FluidDcqcn`]), in place of the
+    /// measured `sharing` correction; None: no rate control at flow level.
+    pub dcqcn: Option<FluidDcqcn>,
+}
+
+/// DCQCN at flow level (`flow::dcqcn`): each switch egress holds a fluid queue fed by
+/// its flows' sending rates, ECN marks what leaves it by RED, each connection's receiver
+/// returns at most one CNP per `cnp_interval`, and each connection's sender runs the
+/// packet model's own reaction point (`proto::dcqcn`) with the same parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FluidDcqcn {
+    pub params: DcqcnParams,
+    /// RED's thresholds, on a port of `red_at_bps` (scaled with each port's rate) or,
+    /// without it, on every port.
+    pub red: RedParams,
+    pub red_at_bps: Option<u64>,
+    pub cnp_interval: Time,
+    /// The most a port's queue holds: where PFC pauses its senders (the dynamic
+    /// threshold on an empty buffer), or without PFC the shared buffer.
+    pub queue_cap: f64,
+    /// Seeds the marking draws (the scenario's seed).
+    pub seed: u64,
+}
+
+impl FluidDcqcn {
+    /// RED's thresholds on a port of `line_bps`.
+    pub fn red_on(&self, line_bps: u64) -> RedParams {
+        match self.red_at_bps {
+            Some(at) if at > 0 => self.red.scaled(at, line_bps),
+            _ => self.red,
+        }
+    }
 }
 
 /// The standing queue at which RoCEv2's congestion control or PFC first acts on a port:

@@ -31,12 +31,14 @@
 //! out.
 
 mod config;
+mod dcqcn;
 mod paths;
 mod pipeline;
 mod sharing;
 
 use crate::driver::BuildError;
-pub use config::{FlowConfig, FlowRouting, FlowWire, Onset, Sharing, QUEUE_QUANTILES};
+pub use config::{FlowConfig, FlowRouting, FlowWire, FluidDcqcn, Onset, Sharing, QUEUE_QUANTILES};
+pub use dcqcn::TICK as DCQCN_TICK;
 pub use paths::NetworkPath;
 use pipeline::PipelinePlan;
 
@@ -89,6 +91,23 @@ pub(crate) struct Flow {
     /// A compact ring edge: the share of the flows it last met on its links that send
     /// greedily (not edges of rings; see [`PipelinePlan::wait`]), 1 until it meets any.
     greedy: f64,
+    /// DCQCN's reaction point of its connection once a CNP has reached it (before, the
+    /// sender runs at line rate), handed on along the connection ([`dcqcn`]).
+    rp: Option<Box<fabricsim_core::proto::dcqcn::Dcqcn>>,
+    /// The reaction point's rate when last stepped, bytes per picosecond.
+    cap_seen: f64,
+    /// What its sender sends now (its reaction point's rate, its ring's pace, its NIC's
+    /// share), bytes per picosecond, as the last re-share saw it.
+    sent: f64,
+    /// Marked packets (an expectation) that reached its receiver since its last CNP
+    /// could go, and when that CNP went.
+    marks: f64,
+    last_cnp: Option<Time>,
+    /// Where on its path the water-filling fixed its rate, or [`NO_HOP`]: at its
+    /// reaction point's rate.
+    bottleneck: u32,
+    /// Whether the fluid's step lists it.
+    cc_listed: bool,
 }
 
 driver::tracked_by_fields!(Flow);
@@ -123,6 +142,8 @@ pub(crate) enum Event {
     },
     /// Re-share the ports touched since the last re-share.
     Reshare,
+    /// Step DCQCN's fluid ([`dcqcn`]).
+    FluidStep,
 }
 
 impl LifecycleEvent for Event {
@@ -176,6 +197,13 @@ struct Link {
     /// Since when its flows' senders have overdriven it while it runs full (a load above
     /// 1 and their rates summing to its share): its queue has been building since then.
     overloaded_since: Option<Time>,
+    /// A host's egress: its NIC serves its flows in turn, holding no queue ([`dcqcn`]).
+    host_egress: bool,
+    /// DCQCN's fluid queue, bytes, and what its flows' senders feed it, bytes per
+    /// picosecond ([`dcqcn`]); whether the fluid's step lists it.
+    queue: f64,
+    offered: f64,
+    cc_hot: bool,
 }
 
 impl Link {
@@ -199,7 +227,7 @@ impl Link {
     /// flows' whole bytes at line rate are what the transient is weighed against; the
     /// transient answers the load at line rate, the steady share the load now.
     fn share(&self, cfg: &FlowConfig) -> f64 {
-        if self.stage || !self.can_congest(cfg) {
+        if self.stage || cfg.dcqcn.is_some() || !self.can_congest(cfg) {
             return 1.0;
         }
         let fair = self.flow_bytes as f64 / self.capacity;
@@ -281,10 +309,15 @@ pub struct Simulation {
     /// ring's edges.
     ring_of: Vec<u32>,
     rings: Vec<Vec<u32>>,
+    /// DCQCN's fluid ([`dcqcn`]).
+    fluid: dcqcn::FluidState,
 }
 
 /// No ring: a flow that is not a compact ring's edge.
 const NO_RING: u32 = u32::MAX;
+
+/// No hop of a path: a flow held to its reaction point's rate.
+const NO_HOP: u32 = u32::MAX;
 
 impl Simulation {
     /// Builds the model; errors if some host cannot reach another.
@@ -321,6 +354,13 @@ impl Simulation {
                 queued: Time::ZERO,
                 demand_bps: 0,
                 greedy: 1.0,
+                rp: None,
+                cap_seen: f64::INFINITY,
+                sent: 0.0,
+                marks: 0.0,
+                last_cnp: None,
+                bottleneck: NO_HOP,
+                cc_listed: false,
             })
             .collect();
         let links = topo
@@ -329,6 +369,7 @@ impl Simulation {
             .map(|p| Link {
                 capacity: p.rate.bps() as f64 / 8e12,
                 line_bps: p.rate.bps(),
+                host_egress: matches!(topo.nodes()[p.node.index()], NodeKind::Host(_)),
                 ..Link::default()
             })
             .collect();
@@ -363,11 +404,17 @@ impl Simulation {
             fed: Vec::new(),
             ring_of: Vec::new(),
             rings: Vec::new(),
+            fluid: dcqcn::FluidState::default(),
             topo,
         };
         sim.plan_paths()?;
         sim.plan_pipelines(&workload.feeds);
         Ok(sim)
+    }
+
+    /// What it takes from the fabric's configuration.
+    pub fn config(&self) -> &FlowConfig {
+        &self.cfg
     }
 
     /// Events handled so far.
@@ -541,6 +588,7 @@ impl Simulation {
             }
         }
         let mut report = self.state.report(ports, |m| self.ideal_fct(m));
+        (report.congestion_marks, report.congestion_notifications) = self.fluid_counts();
         for (r, f) in report.flows.iter_mut().zip(&self.state.flows) {
             if let Some(p) = f.pipeline {
                 r.pieces = p.pieces_on_wire().max(1);
@@ -599,11 +647,13 @@ impl MessageFabric for Simulation {
                 self.release_held(flow);
             }
             Event::Reshare => self.reshare(),
+            Event::FluidStep => self.fluid_step(),
         }
     }
 
     fn inherit_connection(&mut self, prev: u32, next: u32) {
         self.state.flows[prev as usize].life.handed_to = Some(next);
+        self.hand_on_rate(prev, next);
     }
 
     /// The message becomes a flow on its path, shared at the next re-share.

@@ -1,7 +1,7 @@
 //! Max-min fair sharing (water-filling) over the connected component of the touched
 //! links, once per instant.
 
-use super::{part, Event, Simulation, NO_RING};
+use super::{part, Event, Simulation, NO_HOP, NO_RING};
 use fabricsim_core::units::Time;
 use std::collections::BinaryHeap;
 
@@ -59,7 +59,7 @@ impl Simulation {
         self.water_fill(&ports, &flows);
         // A ring's edges send what reaches them: each at most its ring's pace. Their
         // demand on each port follows, and with it the share congestion control leaves.
-        if !self.cfg.sharing.is_empty() {
+        if !self.cfg.sharing.is_empty() || self.cfg.dcqcn.is_some() {
             for _ in 0..PACE_ROUNDS {
                 if !self.pace_rings(&flows) {
                     break;
@@ -72,6 +72,7 @@ impl Simulation {
         }
         self.note_greedy(&flows);
         self.note_overloads(&ports, now);
+        self.note_offered(&ports, &flows);
         for (&f, &rate) in flows.iter().zip(&before) {
             let fl = &self.state.flows[f as usize];
             if fl.rate == rate {
@@ -92,7 +93,9 @@ impl Simulation {
 
     /// Max-min fair rates for `flows` (every flow on `ports`, their rates unset), by
     /// progressive filling: every unfixed flow's rate rises alike, and the link whose
-    /// open weight fills it first fixes its flows at that rate.
+    /// open weight fills it first fixes its flows at that rate, or a flow's own cap
+    /// (DCQCN's rate, [`Simulation::rate_cap`]) fixes it first. Each flow notes where it
+    /// was fixed (`Flow::bottleneck`).
     fn water_fill(&mut self, ports: &[u32], flows: &[u32]) {
         // Each link's open weight: the fractions of their bytes its unfixed flows put on
         // it (1 each, unless a flow spreads over several paths).
@@ -111,7 +114,19 @@ impl Simulation {
         for &l in ports {
             let link = &self.links[l as usize];
             if link.open > OPEN_EPSILON {
-                heap.push(std::cmp::Reverse((share_key(link.left, link.open), l)));
+                heap.push(std::cmp::Reverse((
+                    share_key(link.left, link.open),
+                    LINK,
+                    l,
+                )));
+            }
+        }
+        if self.cfg.dcqcn.is_some() {
+            for &f in flows {
+                let cap = self.rate_cap(f);
+                if cap.is_finite() {
+                    heap.push(std::cmp::Reverse((cap.to_bits(), CAP, f)));
+                }
             }
         }
         // A link's share rises as flows elsewhere are fixed (each at the lowest share there
@@ -119,14 +134,20 @@ impl Simulation {
         // a link popped with a lower key than its share now goes back with it. Rounding
         // can lower a share by an ulp: the link then goes back at once, so that links fill
         // in the order of their shares now, ties by index, as if every change were pushed.
-        while let Some(std::cmp::Reverse((key, l))) = heap.pop() {
+        while let Some(std::cmp::Reverse((key, kind, l))) = heap.pop() {
+            if kind == CAP {
+                if self.state.flows[l as usize].rate < 0.0 {
+                    self.fix(l, f64::from_bits(key), NO_HOP, &mut heap);
+                }
+                continue;
+            }
             let link = &self.links[l as usize];
             if link.open <= OPEN_EPSILON {
                 continue;
             }
             let now_key = share_key(link.left, link.open);
             if now_key != key {
-                heap.push(std::cmp::Reverse((now_key, l)));
+                heap.push(std::cmp::Reverse((now_key, LINK, l)));
                 continue;
             }
             let share = link.left / link.open;
@@ -135,18 +156,37 @@ impl Simulation {
                 if self.state.flows[f as usize].rate >= 0.0 {
                     continue;
                 }
-                self.state.flows[f as usize].rate = share;
-                let fl = &self.state.flows[f as usize];
-                for (k, &other) in fl.path.iter().enumerate() {
-                    let w = fl.weight(k);
-                    let o = &mut self.links[other as usize];
-                    let was = share_key(o.left, o.open);
-                    o.left = (o.left - share * w).max(0.0);
-                    o.open -= w;
-                    if other != l && o.open > OPEN_EPSILON && share_key(o.left, o.open) < was {
-                        heap.push(std::cmp::Reverse((share_key(o.left, o.open), other)));
-                    }
-                }
+                let hop = self.state.flows[f as usize]
+                    .path
+                    .iter()
+                    .position(|&x| x == l)
+                    .map_or(NO_HOP, |k| k as u32);
+                self.fix(f, share, hop, &mut heap);
+            }
+        }
+    }
+
+    /// Fixes `f`'s rate at `share` (at its path's `hop`), taking it from its links and
+    /// re-queueing each whose share that lowers.
+    fn fix(
+        &mut self,
+        f: u32,
+        share: f64,
+        hop: u32,
+        heap: &mut BinaryHeap<std::cmp::Reverse<Fill>>,
+    ) {
+        let fl = &mut self.state.flows[f as usize];
+        fl.rate = share;
+        fl.bottleneck = hop;
+        let fl = &self.state.flows[f as usize];
+        for (k, &other) in fl.path.iter().enumerate() {
+            let w = fl.weight(k);
+            let o = &mut self.links[other as usize];
+            let was = share_key(o.left, o.open);
+            o.left = (o.left - share * w).max(0.0);
+            o.open -= w;
+            if k as u32 != hop && o.open > OPEN_EPSILON && share_key(o.left, o.open) < was {
+                heap.push(std::cmp::Reverse((share_key(o.left, o.open), LINK, other)));
             }
         }
     }
@@ -247,6 +287,13 @@ impl Simulation {
         }
     }
 }
+
+/// A water-filling heap entry: (share key, [`LINK`] or [`CAP`], link or flow).
+type Fill = (u64, u8, u32);
+/// The entry is a link's share.
+const LINK: u8 = 0;
+/// The entry is a flow's own cap.
+const CAP: u8 = 1;
 
 /// Re-shares after rings' paces moved their demand, at most (each round moves a pace
 /// less; two rarely change anything).
