@@ -27,7 +27,6 @@
 
 use super::{Simulation, NO_HOP};
 use crate::flow::Event;
-use crate::workload::Pipeline;
 use fabricsim_core::proto::dcqcn::Dcqcn;
 use fabricsim_core::proto::ecn::marking_draw;
 use fabricsim_core::units::{BitRate, Time};
@@ -63,10 +62,9 @@ impl Simulation {
     fn wanted(&self, flow: u32) -> f64 {
         let f = &self.state.flows[flow as usize];
         let paced = f.demand_bps as f64 / 8e12;
-        let pace = match f.pipeline {
-            Some(p) if f.plan.latency_bound(p) || matches!(p, Pipeline::Chain { .. }) => paced,
-            Some(_) => self.sender_bps(flow) as f64 / 8e12,
-            None => paced,
+        let pace = match (f.pipeline, Self::piecewise(f)) {
+            (Some(_), None) => self.sender_bps(flow) as f64 / 8e12,
+            _ => paced,
         };
         match &f.rp {
             Some(rp) => pace.min(rp.rate().bps() as f64 / 8e12),
@@ -206,7 +204,7 @@ impl Simulation {
                     self.fluid.draws += 1;
                     let u = marking_draw(cc.seed, f, self.fluid.draws);
                     if u < 1.0 - (1.0 - p).powf(packets) {
-                        fl.marks = 1.0;
+                        fl.marked = true;
                     }
                     if !fl.cc_listed {
                         fl.cc_listed = true;
@@ -230,9 +228,9 @@ impl Simulation {
             let fl = &mut self.state.flows[f as usize];
             let sending = fl.remaining > 0.0 && !fl.path.is_empty();
             if fl.last_cnp.is_some_and(|t| now < t + cc.cnp_interval) {
-                fl.marks = 0.0;
-            } else if fl.marks >= 1.0 {
-                fl.marks = 0.0;
+                fl.marked = false;
+            } else if fl.marked {
+                fl.marked = false;
                 fl.last_cnp = Some(now);
                 self.fluid.cnps += 1;
                 let rp = fl.rp.get_or_insert_with(|| Box::new(Dcqcn::new(line)));
@@ -246,7 +244,7 @@ impl Simulation {
                 fl.cap_seen = rp.rate().bps() as f64 / 8e12;
             }
             let recovering = fl.rp.as_ref().is_some_and(|rp| rp.rate() < line);
-            if sending && (recovering || fl.marks > 0.0) {
+            if sending && (recovering || fl.marked) {
                 kept.push(f);
             } else {
                 fl.cc_listed = false;

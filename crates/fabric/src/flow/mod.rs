@@ -26,9 +26,13 @@
 //!   once), by what packet level measured on an incast probe with the scenario's own
 //!   settings ([`FlowConfig::queue_delay`]). InfiniBand's queues are not modelled here.
 //!
-//! Nothing drops, pauses or marks here: the lossless fabrics' fair share is what flow
-//! level models. ACKs, credit updates and CNPs (under 1 % of the reverse links) are left
-//! out.
+//! - On RoCEv2 with DCQCN, closed-loop traffic (collectives, training) runs DCQCN as a
+//!   fluid instead ([`dcqcn`]): queues, RED's marks and CNPs, each connection's reaction
+//!   point.
+//!
+//! Nothing drops or pauses here: the lossless fabrics' fair share, and DCQCN's rates, are
+//! what flow level models. ACKs, credit updates and the CNPs' way back (under 1 % of the
+//! reverse links) are left out.
 
 mod config;
 mod dcqcn;
@@ -99,9 +103,9 @@ pub(crate) struct Flow {
     /// What its sender sends now (its reaction point's rate, its ring's pace, its NIC's
     /// share), bytes per picosecond, as the last re-share saw it.
     sent: f64,
-    /// Marked packets (an expectation) that reached its receiver since its last CNP
-    /// could go, and when that CNP went.
-    marks: f64,
+    /// Whether a marked packet reached its receiver since its last CNP could go, and
+    /// when that CNP went.
+    marked: bool,
     last_cnp: Option<Time>,
     /// Where on its path the water-filling fixed its rate, or [`NO_HOP`]: at its
     /// reaction point's rate.
@@ -357,7 +361,7 @@ impl Simulation {
                 rp: None,
                 cap_seen: f64::INFINITY,
                 sent: 0.0,
-                marks: 0.0,
+                marked: false,
                 last_cnp: None,
                 bottleneck: NO_HOP,
                 cc_listed: false,
@@ -465,12 +469,18 @@ impl Simulation {
     /// is bound by bandwidth rather than latency (its sender then always has the next
     /// pieces in hand).
     fn burst_wire(f: &Flow, wire: u64) -> u64 {
-        match f.pipeline {
-            Some(p) if f.plan.latency_bound(p) || matches!(p, Pipeline::Chain { .. }) => {
-                wire / p.pieces_on_wire().max(1)
-            }
-            _ => wire,
+        match Self::piecewise(f) {
+            Some(p) => wire / p.pieces_on_wire().max(1),
+            None => wire,
         }
+    }
+
+    /// A compact edge whose sender sends one piece at a time (a latency-bound ring's
+    /// edge, or a chain's), its pipeline; None for a message or an edge whose sender has
+    /// its next pieces in hand.
+    fn piecewise(f: &Flow) -> Option<Pipeline> {
+        f.pipeline
+            .filter(|&p| f.plan.latency_bound(p) || matches!(p, Pipeline::Chain { .. }))
     }
 
     /// A flow's link bytes: its message's packets, or a compact edge's pieces' packets.
@@ -565,8 +575,9 @@ impl Simulation {
         self.release_dependents(flow, now);
     }
 
-    /// Everything measured, for the experiment layer. Flow level has no queues, pauses,
-    /// marks or drops to report: those counters are zero.
+    /// Everything measured, for the experiment layer. Flow level has no pauses or drops
+    /// to report, nor a packet queue's peak; DCQCN's fluid gives its marks (expected) and
+    /// CNPs.
     pub fn report(&self) -> RunReport {
         let mut ports: Vec<PortResult> = (0..self.topo.ports().len())
             .map(|i| PortResult {
