@@ -366,8 +366,8 @@ fn auto_runs_packet_level_while_its_estimate_fits_the_budget() {
 /// The whole suite, rerun: both levels' figures equal the record (examples/calibration/
 /// record.json, which users are shown as flow level's error), BENCHMARKS.md's table is the
 /// record's, the bandwidth-bound cases stay within 5 % (host data paths included, and on
-/// InfiniBand a ring across leaves beside background traffic), and a
-/// RoCEv2 web-search mix's p50 slowdown within 15 %.
+/// InfiniBand a ring across leaves beside background traffic), a web-search mix's
+/// slowdowns within 15 %, and incasts' and an all-to-all's completion within 10 %.
 #[test]
 fn calibration_suite_matches_its_record_and_ring_and_latency_bound_cases_stay_within_five_percent()
 {
@@ -432,13 +432,25 @@ fn calibration_suite_matches_its_record_and_ring_and_latency_bound_cases_stay_wi
             .expect("the web-search case");
         assert!(r.target <= 0.15 && r.within(), "{r:?}");
     }
-    // Incasts across leaves, 16:1 to 31:1: completion within 15 % over five seeds.
-    for case in ["incast-16to1-leaves", "incast-24to1-leaves", "incast-31to1"] {
-        for r in rows
+    // Incasts, 8:1 to 31:1, and an all-to-all: completion within 10 % (issue 32), as
+    // means over five seeds (DCQCN's cuts where many senders meet move by seed: the
+    // RoCEv2 all-to-all takes 370 to 700 us at packet level over them).
+    for case in [
+        "incast-8to1",
+        "incast-16to1-leaves",
+        "incast-24to1-leaves",
+        "incast-31to1",
+        "alltoall-16",
+    ] {
+        let completions: Vec<_> = rows
             .iter()
-            .filter(|r| r.case == case && r.metric == "completion_ns")
-        {
-            assert!(r.seeds == 5 && r.within(), "{r:?}");
+            .filter(|r| {
+                r.case == case && matches!(r.metric.as_str(), "completion_ns" | "collective_ns")
+            })
+            .collect();
+        assert_eq!(completions.len(), 2, "{case}: one completion per fabric");
+        for r in completions {
+            assert!(r.seeds == 5 && r.target <= 0.10 && r.within(), "{r:?}");
         }
     }
 }
