@@ -432,7 +432,8 @@ fn calibration_suite_matches_its_record_and_ring_and_latency_bound_cases_stay_wi
             .expect("the web-search case");
         assert!(r.target <= 0.15 && r.within(), "{r:?}");
     }
-    // Incasts, 8:1 to 31:1, and an all-to-all: completion within 10 % (issue 32), as
+    // Incasts, 8:1 to 31:1, and all-to-alls (on a fat-tree, and across a 4:1
+    // leaf-spine's uplinks): completion within 10 % (issue 32), as
     // means over five seeds (DCQCN's cuts where many senders meet move by seed: the
     // RoCEv2 all-to-all takes 370 to 700 us at packet level over them).
     for case in [
@@ -441,6 +442,7 @@ fn calibration_suite_matches_its_record_and_ring_and_latency_bound_cases_stay_wi
         "incast-24to1-leaves",
         "incast-31to1",
         "alltoall-16",
+        "alltoall-32-leaf-spine",
     ] {
         let completions: Vec<_> = rows
             .iter()

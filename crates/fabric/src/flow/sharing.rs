@@ -78,7 +78,9 @@ impl Simulation {
             if fl.rate == rate {
                 continue;
             }
-            let ps = (fl.remaining / fl.rate).ceil();
+            // A rate of (nearly) nothing drains never: after every other event.
+            let never = (u64::MAX / 4) as f64;
+            let ps = (fl.remaining / fl.rate).ceil().min(never);
             let at = now
                 + Time(if ps.is_finite() {
                     ps as u64
