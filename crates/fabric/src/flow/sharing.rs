@@ -78,15 +78,10 @@ impl Simulation {
             if fl.rate == rate {
                 continue;
             }
-            // A rate of (nearly) nothing drains never: after every other event.
+            // A rate of (nearly) nothing drains never: after every other event (NaN and
+            // infinity included, which `min` takes to `never`).
             let never = (u64::MAX / 4) as f64;
-            let ps = (fl.remaining / fl.rate).ceil().min(never);
-            let at = now
-                + Time(if ps.is_finite() {
-                    ps as u64
-                } else {
-                    u64::MAX / 4
-                });
+            let at = now + Time((fl.remaining / fl.rate).ceil().min(never) as u64);
             self.state
                 .queue
                 .schedule_keyed(f, at, Event::Drained { flow: f });
