@@ -433,9 +433,9 @@ fn calibration_suite_matches_its_record_and_ring_and_latency_bound_cases_stay_wi
         assert!(r.target <= 0.15 && r.within(), "{r:?}");
     }
     // Incasts, 8:1 to 31:1, and all-to-alls (on a fat-tree, and across a 4:1
-    // leaf-spine's uplinks): completion within 10 % (issue 32), as
-    // means over five seeds (DCQCN's cuts where many senders meet move by seed: the
-    // RoCEv2 all-to-all takes 370 to 700 us at packet level over them).
+    // leaf-spine's uplinks): completion within 10 % (issue 32), as means over five seeds
+    // (twenty for an all-to-all): DCQCN's cuts where many senders meet move by seed (the
+    // RoCEv2 all-to-all takes 370 to 700 us at packet level over seeds 1 to 5).
     for case in [
         "incast-8to1",
         "incast-16to1-leaves",
@@ -452,7 +452,8 @@ fn calibration_suite_matches_its_record_and_ring_and_latency_bound_cases_stay_wi
             .collect();
         assert_eq!(completions.len(), 2, "{case}: one completion per fabric");
         for r in completions {
-            assert!(r.seeds == 5 && r.target <= 0.10 && r.within(), "{r:?}");
+            let seeds = if case.starts_with("alltoall") { 20 } else { 5 };
+            assert!(r.seeds == seeds && r.target <= 0.10 && r.within(), "{r:?}");
         }
     }
 }
