@@ -71,7 +71,7 @@ pub fn run_case(file: &Path, catalog: &Catalog) -> Result<Vec<Calibration>, Stri
         .any(|t| matches!(t, Traffic::Listed { .. }));
     let seeds = if all_to_all(&base) {
         ALL_TO_ALL_SEEDS
-    } else if started_together(&base) {
+    } else if open_loop(&base) {
         SEEDS
     } else {
         1
@@ -130,38 +130,34 @@ pub fn run_case(file: &Path, catalog: &Catalog) -> Result<Vec<Calibration>, Stri
     Ok(rows)
 }
 
-/// Seeds a case whose messages start together runs on at each level
-/// ([`started_together`]): its figures are their means. DCQCN's cuts where many senders
-/// meet depend on which packets the ECN draws mark, so one seed's FCT p50 or completion
-/// can land in either of two modes (a 31:1 incast across leaves completes in 333 or
-/// 494 us at packet level by seed; a 16-host all-to-all on RoCEv2 in 372 to 703 us over
-/// seeds 1 to 5, BENCHMARKS.md); a single seed would compare coin flips. A project
-/// choice, the spread shown beside the figure. An all-to-all takes more
-/// ([`ALL_TO_ALL_SEEDS`]).
+/// Seeds an open-loop case runs on at each level ([`open_loop`]): its figures are their
+/// means. DCQCN's cuts on an incast depend on which packets the ECN draws mark, so one
+/// seed's FCT p50 or completion can land in either of two modes (a 31:1 incast across
+/// leaves completes in 333 or 494 us at packet level by seed, BENCHMARKS.md); a single
+/// seed would compare coin flips. A project choice, the spread shown beside the figure.
 const SEEDS: u64 = 5;
 
-/// Seeds an all-to-all runs on at each level, more than [`SEEDS`]: its completion is
-/// its slowest connection's, which DCQCN's draws move most. The 16-host all-to-all on
-/// RoCEv2 takes 555 us at packet level with a standard deviation of 134 us over seeds 1
-/// to 20, so the mean of five has a standard error of 11 % (wider than the 10 % target)
-/// and the mean of twenty 5.4 % (BENCHMARKS.md). A project choice.
+/// Seeds an all-to-all runs on at each level: its sends all start at once, as an
+/// open-loop case's do, and its completion is its slowest connection's, which DCQCN's
+/// draws move most. The 16-host all-to-all on RoCEv2 takes 555 us at packet level with a
+/// standard deviation of 134 us over seeds 1 to 20, so the mean of five has a standard
+/// error of 11 % (wider than the 10 % target) and the mean of twenty 5.4 %
+/// (BENCHMARKS.md). A project choice.
 const ALL_TO_ALL_SEEDS: u64 = 20;
 
 /// Whether every traffic entry of `s` starts its messages at given times, none waiting
-/// for another (flows, incasts, permutations, flow lists, background mixes), or `s` is an
-/// all-to-all, whose sends all start at once.
-fn started_together(s: &Scenario) -> bool {
-    all_to_all(s)
-        || s.traffic.iter().all(|t| {
-            matches!(
-                t,
-                Traffic::Flow { .. }
-                    | Traffic::Incast { .. }
-                    | Traffic::Permutation { .. }
-                    | Traffic::Listed { .. }
-                    | Traffic::Background(_)
-            )
-        })
+/// for another (flows, incasts, permutations, flow lists, background mixes).
+fn open_loop(s: &Scenario) -> bool {
+    s.traffic.iter().all(|t| {
+        matches!(
+            t,
+            Traffic::Flow { .. }
+                | Traffic::Incast { .. }
+                | Traffic::Permutation { .. }
+                | Traffic::Listed { .. }
+                | Traffic::Background(_)
+        )
+    })
 }
 
 /// Runs every case of the suite in `dir`, in name order.
