@@ -411,9 +411,18 @@ fn calibration_suite_matches_its_record_and_ring_and_latency_bound_cases_stay_wi
     // Per-QP ECMP puts each ring connection on one spine at both levels, and on RoCEv2
     // DCQCN's fluid cuts the ring's senders where they collide (issue 33: -14.9 % with
     // the probe's correction): a ring beside a permutation, and two rings beside each
-    // other, within 5 % on both fabrics.
-    for case in ["ring-beside-permutation", "two-rings-32mib"] {
-        for r in rows.iter().filter(|r| r.case == case) {
+    // other, within 5 % on both fabrics. Latency-bound rings multiplex their steps on
+    // the uplinks they share (`multiplexed_step`; two-rings-4mib on InfiniBand was -7.5 %
+    // with perfect interleaving).
+    for case in [
+        "ring-beside-permutation",
+        "two-rings-32mib",
+        "two-rings-4mib",
+        "two-rings-64-ranks",
+    ] {
+        let figures: Vec<_> = rows.iter().filter(|r| r.case == case).collect();
+        assert_eq!(figures.len(), 2, "{case}: one figure per fabric");
+        for r in figures {
             assert!(r.target <= 0.05 && r.within(), "{r:?}");
         }
     }

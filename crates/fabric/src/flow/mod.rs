@@ -95,6 +95,9 @@ pub(crate) struct Flow {
     /// A compact ring edge: the share of the flows it last met on its links that send
     /// greedily (not edges of rings; see [`PipelinePlan::wait`]), 1 until it meets any.
     greedy: f64,
+    /// A compact ring edge: how many edges of rings (itself among them) it last met on
+    /// its most crowded link, 1 until it meets any (see [`PipelinePlan::wait`]).
+    ring_crowd: u32,
     /// DCQCN's reaction point of its connection once a CNP has reached it (before, the
     /// sender runs at line rate), handed on along the connection ([`dcqcn`]).
     rp: Option<Box<fabricsim_core::proto::dcqcn::Dcqcn>>,
@@ -358,6 +361,7 @@ impl Simulation {
                 queued: Time::ZERO,
                 demand_bps: 0,
                 greedy: 1.0,
+                ring_crowd: 1,
                 rp: None,
                 cap_seen: f64::INFINITY,
                 sent: 0.0,
@@ -555,8 +559,9 @@ impl Simulation {
                 None => now + self.lead(&m, &path),
                 Some(p) => {
                     let piece_msg = Message { size: piece, ..m };
-                    let greedy = self.state.flows[flow as usize].greedy;
-                    now + self.lead(&piece_msg, &path) + plan.wait(p, drain, greedy)
+                    let f = &self.state.flows[flow as usize];
+                    let crowd = (f.greedy, f.ring_crowd);
+                    now + self.lead(&piece_msg, &path) + plan.wait(p, drain, crowd)
                 }
             };
         self.complete(flow, done);

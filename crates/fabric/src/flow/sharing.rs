@@ -236,7 +236,8 @@ impl Simulation {
     }
 
     /// Notes, for each compact ring edge of `flows` that meets other flows, the share
-    /// of them on its most crowded link that are not ring edges (`Flow::greedy`).
+    /// of them on its most crowded link that are not ring edges (`Flow::greedy`), and
+    /// how many ring edges are there (`Flow::ring_crowd`).
     fn note_greedy(&mut self, flows: &[u32]) {
         for &f in flows {
             if self.ring_of[f as usize] == NO_RING {
@@ -256,7 +257,9 @@ impl Simulation {
                 .iter()
                 .filter(|&&o| o != f && self.ring_of[o as usize] == NO_RING)
                 .count();
-            self.state.flows[f as usize].greedy = greedy as f64 / (link.flows.len() - 1) as f64;
+            let flow = &mut self.state.flows[f as usize];
+            flow.greedy = greedy as f64 / (link.flows.len() - 1) as f64;
+            flow.ring_crowd = (link.flows.len() - greedy) as u32;
         }
     }
 
