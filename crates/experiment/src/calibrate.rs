@@ -65,42 +65,54 @@ type Figures = Vec<(&'static str, f64)>;
 pub fn run_case(file: &Path, catalog: &Catalog) -> Result<Vec<Calibration>, String> {
     let base = Scenario::load_with(file, catalog).map_err(|e| e.to_string())?;
     let (time_target, completion_target) = targets(&base);
+    let target = |metric: &str| match metric {
+        "fct_p50_ns" => 0.10,
+        "slowdown_p50" | "slowdown_p99" => 0.15,
+        "completion_ns" => completion_target,
+        _ => time_target,
+    };
     let listed = base
         .traffic
         .iter()
         .any(|t| matches!(t, Traffic::Listed { .. }));
-    let seeds = if all_to_all(&base) {
-        ALL_TO_ALL_SEEDS
-    } else if open_loop(&base) {
-        SEEDS
-    } else {
-        1
-    };
+    let draws = all_to_all(&base) || open_loop(&base);
     let mut rows = Vec::new();
     for fabric in [FabricKind::Infiniband, FabricKind::Rocev2] {
-        // A level's figures on each seed, and its wall time over them.
-        let at = |level: Level| -> Result<(Vec<Figures>, f64), String> {
-            let mut runs = Vec::new();
-            let mut wall = 0.0;
-            for k in 0..seeds {
-                let mut s = Scenario {
-                    fabric,
-                    seed: base.seed + k,
-                    ..base.clone()
-                };
-                s.set_level(level).map_err(|e| e.to_string())?;
-                let out = runner::run(&s, None, false)?;
-                let summary = results::summary(&s, &out);
-                runs.push(figures(&summary, &out, listed));
-                wall += summary.wall_seconds;
-            }
-            Ok((runs, wall))
+        // One run's figures and wall time at `level` on the case's `k`-th seed.
+        let run = |level: Level, k: u64| -> Result<(Figures, f64), String> {
+            let mut s = Scenario {
+                fabric,
+                seed: base.seed + k,
+                ..base.clone()
+            };
+            s.set_level(level).map_err(|e| e.to_string())?;
+            let out = runner::run(&s, None, false)?;
+            let summary = results::summary(&s, &out);
+            Ok((figures(&summary, &out, listed), summary.wall_seconds))
         };
-        let ((packet, packet_wall), (flow, flow_wall)) = (at(Level::Packet)?, at(Level::Flow)?);
+        let (mut packet, mut flow): (Vec<Figures>, Vec<Figures>) = (Vec::new(), Vec::new());
+        let (mut packet_wall, mut flow_wall) = (0.0, 0.0);
+        loop {
+            let done = packet.len() as u64;
+            for k in done..done + if draws { SEED_BATCH } else { 1 } {
+                let (figures, wall) = run(Level::Packet, k)?;
+                packet.push(figures);
+                packet_wall += wall;
+                let (figures, wall) = run(Level::Flow, k)?;
+                flow.push(figures);
+                flow_wall += wall;
+            }
+            let settled = (0..packet[0].len()).all(|i| {
+                let (p, f) = (column(&packet, i), column(&flow, i));
+                error_standard_error(&p, &f) <= target(packet[0][i].0) * SETTLED_SHARE
+            });
+            if !draws || settled || packet.len() as u64 >= MAX_SEEDS {
+                break;
+            }
+        }
+        let seeds = packet.len() as u32;
         for (i, &(metric, _)) in packet[0].iter().enumerate() {
-            let over = |runs: &[Figures]| -> Vec<f64> { runs.iter().map(|r| r[i].1).collect() };
-            let (packets, flows) = (over(&packet), over(&flow));
-            let mean = |xs: &[f64]| xs.iter().sum::<f64>() / xs.len() as f64;
+            let (packets, flows) = (column(&packet, i), column(&flow, i));
             let (p, f) = (mean(&packets), mean(&flows));
             let spread = (seeds > 1).then(|| {
                 let lo = packets.iter().copied().fold(f64::INFINITY, f64::min);
@@ -114,14 +126,10 @@ pub fn run_case(file: &Path, catalog: &Catalog) -> Result<Vec<Calibration>, Stri
                 packet: p,
                 flow: f,
                 error: f / p - 1.0,
-                target: match metric {
-                    "fct_p50_ns" => 0.10,
-                    "slowdown_p50" | "slowdown_p99" => 0.15,
-                    "completion_ns" => completion_target,
-                    _ => time_target,
-                },
-                seeds: seeds as u32,
+                target: target(metric),
+                seeds,
                 packet_spread: spread,
+                error_standard_error: (seeds > 1).then(|| error_standard_error(&packets, &flows)),
                 packet_wall_seconds: packet_wall,
                 flow_wall_seconds: flow_wall,
             });
@@ -130,20 +138,49 @@ pub fn run_case(file: &Path, catalog: &Catalog) -> Result<Vec<Calibration>, Stri
     Ok(rows)
 }
 
-/// Seeds an open-loop case runs on at each level ([`open_loop`]): its figures are their
-/// means. DCQCN's cuts on an incast depend on which packets the ECN draws mark, so one
-/// seed's FCT p50 or completion can land in either of two modes (a 31:1 incast across
-/// leaves completes in 333 or 494 us at packet level by seed, BENCHMARKS.md); a single
-/// seed would compare coin flips. A project choice, the spread shown beside the figure.
-const SEEDS: u64 = 5;
+/// The `i`-th figure of each run.
+fn column(runs: &[Figures], i: usize) -> Vec<f64> {
+    runs.iter().map(|r| r[i].1).collect()
+}
 
-/// Seeds an all-to-all runs on at each level: its sends all start at once, as an
-/// open-loop case's do, and its completion is its slowest connection's, which DCQCN's
-/// draws move most. The 16-host all-to-all on RoCEv2 takes 555 us at packet level with a
-/// standard deviation of 134 us over seeds 1 to 20, so the mean of five has a standard
-/// error of 11 % (wider than the 10 % target) and the mean of twenty 5.4 %
-/// (BENCHMARKS.md). A project choice.
-const ALL_TO_ALL_SEEDS: u64 = 20;
+fn mean(xs: &[f64]) -> f64 {
+    xs.iter().sum::<f64>() / xs.len() as f64
+}
+
+/// The standard error of flow level's error, mean(flow) / mean(packet) - 1, over the
+/// seeds' runs at each level, to first order (the delta method), the two levels' draws
+/// taken as independent: (f/p) sqrt(sf^2 / (n f^2) + sp^2 / (n p^2)), with sp and sf the
+/// sample standard deviations. Zero on one seed or where neither level varies.
+fn error_standard_error(packets: &[f64], flows: &[f64]) -> f64 {
+    let n = packets.len() as f64;
+    if n < 2.0 {
+        return 0.0;
+    }
+    let (p, f) = (mean(packets), mean(flows));
+    let variance = |xs: &[f64], m: f64| xs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0);
+    let relative = variance(packets, p) / (n * p * p) + variance(flows, f) / (n * f * f);
+    (f / p) * relative.sqrt()
+}
+
+/// Seeds an open-loop case or an all-to-all runs on at each level come in batches of
+/// this many, until each figure's error is settled ([`SETTLED_SHARE`]) or [`MAX_SEEDS`]
+/// have run; its figures are their means, with packet level's spread and the error's
+/// standard error beside them. Their messages start together, and DCQCN's cuts depend
+/// on which packets the ECN draws mark: one seed's FCT p50 or completion lands in one of
+/// several modes (a 31:1 incast across leaves completes in 333 or 494 us at packet level
+/// by seed; the 16-host all-to-all on RoCEv2 has a standard deviation of 134 us on
+/// 555 us over seeds 1 to 20, BENCHMARKS.md), so one seed would compare coin flips.
+/// A project choice.
+const SEED_BATCH: u64 = 5;
+
+/// A figure's error is settled once its standard error is at most this share of its
+/// target. A project choice: a third, so that an error judged against its target is
+/// three standard errors, not one, from the other verdict's side of it.
+pub const SETTLED_SHARE: f64 = 1.0 / 3.0;
+
+/// The most seeds a case runs on at each level. A project choice: forty RoCEv2 runs of
+/// the all-to-all across a 4:1 leaf-spine take about 15 s at flow level on this machine.
+pub const MAX_SEEDS: u64 = 40;
 
 /// Whether every traffic entry of `s` starts its messages at given times, none waiting
 /// for another (flows, incasts, permutations, flow lists, background mixes).
@@ -213,14 +250,17 @@ fn figures_row(r: &Calibration) -> String {
         ),
         None => shown(r.packet),
     };
+    let error = match r.error_standard_error {
+        Some(se) => format!("{:+.1} % ± {:.1}", r.error * 100.0, se * 100.0),
+        None => format!("{:+.1} %", r.error * 100.0),
+    };
     format!(
-        "| {} | {} | {} | {} | {} | {:+.1} % | {:.0} % | {} |",
+        "| {} | {} | {} | {} | {} | {error} | {:.0} % | {} |",
         r.case,
         r.fabric,
         r.metric.trim_end_matches("_ns"),
         packet,
         shown(r.flow),
-        r.error * 100.0,
         r.target * 100.0,
         if r.within() { "yes" } else { "NO" },
     )
@@ -266,4 +306,25 @@ pub fn write_record(rows: &[Calibration], suite: &Path, benchmarks: &Path) -> Re
         .map_err(|e| format!("{}: {e}", record.display()))?;
     output::write_file(benchmarks, updated.as_bytes())
         .map_err(|e| format!("{}: {e}", benchmarks.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_standard_error;
+
+    #[test]
+    fn the_errors_standard_error_is_zero_without_spread_and_follows_the_delta_method() {
+        assert_eq!(error_standard_error(&[5.0], &[4.0]), 0.0);
+        assert_eq!(
+            error_standard_error(&[5.0, 5.0, 5.0], &[4.0, 4.0, 4.0]),
+            0.0
+        );
+        // Packet 90 and 110 (mean 100, sample variance 200), flow 100 on both: the error
+        // is 0 and its standard error sqrt(200 / (2 x 100^2)) = 0.1.
+        let se = error_standard_error(&[90.0, 110.0], &[100.0, 100.0]);
+        assert!((se - 0.1).abs() < 1e-12, "{se}");
+        // Both levels vary alike: the relative variances add.
+        let se = error_standard_error(&[90.0, 110.0], &[180.0, 220.0]);
+        assert!((se - 2.0 * 0.02_f64.sqrt()).abs() < 1e-12, "{se}");
+    }
 }

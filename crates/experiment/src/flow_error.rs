@@ -24,6 +24,9 @@ pub struct Calibration {
     pub seeds: u32,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub packet_spread: Option<(f64, f64)>,
+    /// The error's standard error over the seeds (see `calibrate`), on more than one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub error_standard_error: Option<f64>,
     /// Wall times: measured, so left out of the record.
     #[serde(skip_serializing_if = "is_unmeasured", default)]
     pub packet_wall_seconds: f64,

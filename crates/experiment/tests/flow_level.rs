@@ -428,7 +428,7 @@ fn calibration_suite_matches_its_record_and_ring_and_latency_bound_cases_stay_wi
     }
     // A web-search mix, timed by per-link packet simulations at flow level: p50 and p99
     // slowdown within 15 % on InfiniBand, p99 on RoCEv2 (its p50 is a recorded miss,
-    // +18.6 %: each port's simulation sends every message at its NIC's rate, where
+    // +17.8 % over ten seeds: each port's simulation sends every message at its NIC's rate, where
     // DCQCN holds long ones to their bottleneck's share, BENCHMARKS.md).
     for (fabric, metric) in [
         ("infiniband", "slowdown_p50"),
@@ -442,9 +442,9 @@ fn calibration_suite_matches_its_record_and_ring_and_latency_bound_cases_stay_wi
         assert!(r.target <= 0.15 && r.within(), "{r:?}");
     }
     // Incasts, 8:1 to 31:1, and all-to-alls (on a fat-tree, and across a 4:1
-    // leaf-spine's uplinks): completion within 10 % (issue 32), as means over five seeds
-    // (twenty for an all-to-all): DCQCN's cuts where many senders meet move by seed (the
-    // RoCEv2 all-to-all takes 370 to 700 us at packet level over seeds 1 to 5).
+    // leaf-spine's uplinks): completion within 10 % (issue 32), as means over seeds
+    // until the error is settled: DCQCN's cuts where many senders meet move by seed (the
+    // RoCEv2 all-to-all takes 370 to 744 us at packet level over seeds 1 to 40).
     for case in [
         "incast-8to1",
         "incast-16to1-leaves",
@@ -461,9 +461,17 @@ fn calibration_suite_matches_its_record_and_ring_and_latency_bound_cases_stay_wi
             .collect();
         assert_eq!(completions.len(), 2, "{case}: one completion per fabric");
         for r in completions {
-            let seeds = if case.starts_with("alltoall") { 20 } else { 5 };
-            assert!(r.seeds == seeds && r.target <= 0.10 && r.within(), "{r:?}");
+            assert!(r.seeds >= 5 && r.target <= 0.10 && r.within(), "{r:?}");
         }
+    }
+    // Every figure that draws (open-loop traffic, all-to-alls) ran until its error's
+    // standard error was a third of its target, or on the most seeds allowed.
+    for r in rows.iter().filter(|r| r.seeds > 1) {
+        let se = r.error_standard_error.expect("a standard error over seeds");
+        assert!(
+            se <= r.target * calibrate::SETTLED_SHARE || u64::from(r.seeds) == calibrate::MAX_SEEDS,
+            "{r:?}"
+        );
     }
 }
 
