@@ -38,28 +38,43 @@ fn all_to_all(s: &Scenario) -> bool {
         .any(|t| matches!(t, Traffic::Collective(c) if c.op == CollectiveOp::AllToAll))
 }
 
-/// The figures a case is judged by, from its summary: the first training job's iteration,
-/// else the first collective's time, else for a flow list (a web-search mix, say) the
-/// p50 and p99 slowdown, else the flows' p50 FCT and completion.
+/// The figures a case is judged by, from its summary: each training job's iteration
+/// ("iteration_ns" for the first, "iteration_JOB_ns" for each other job), else the
+/// first collective's time, else for a flow list (a web-search mix, say) the p50 and
+/// p99 slowdown, else the flows' p50 FCT and completion.
 fn figures(s: &Summary, out: &runner::Outcome, listed: bool) -> Figures {
-    if let Some(t) = s.training.first() {
-        return vec![("iteration_ns", t.iteration_time_ns.unwrap_or(f64::NAN))];
+    if !s.training.is_empty() {
+        return s
+            .training
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let name = match (i, &t.job) {
+                    (0, _) | (_, None) => "iteration_ns".to_string(),
+                    (_, Some(job)) => format!("iteration_{job}_ns"),
+                };
+                (name, t.iteration_time_ns.unwrap_or(f64::NAN))
+            })
+            .collect();
     }
     if let Some(c) = s.collectives.first() {
-        return vec![("collective_ns", c.time_ns.unwrap_or(f64::NAN))];
+        return vec![("collective_ns".into(), c.time_ns.unwrap_or(f64::NAN))];
     }
     if listed {
         let at = |p| validate::slowdown_percentile(&out.report, p).unwrap_or(f64::NAN);
-        return vec![("slowdown_p50", at(50.0)), ("slowdown_p99", at(99.0))];
+        return vec![
+            ("slowdown_p50".into(), at(50.0)),
+            ("slowdown_p99".into(), at(99.0)),
+        ];
     }
     vec![
-        ("fct_p50_ns", s.fct_ns.p50 as f64),
-        ("completion_ns", s.fct_ns.max as f64),
+        ("fct_p50_ns".into(), s.fct_ns.p50 as f64),
+        ("completion_ns".into(), s.fct_ns.max as f64),
     ]
 }
 
 /// A run's figures, by name (see `figures`).
-type Figures = Vec<(&'static str, f64)>;
+type Figures = Vec<(String, f64)>;
 
 /// Runs one case file on both fabrics at both levels.
 pub fn run_case(file: &Path, catalog: &Catalog) -> Result<Vec<Calibration>, String> {
@@ -104,14 +119,14 @@ pub fn run_case(file: &Path, catalog: &Catalog) -> Result<Vec<Calibration>, Stri
             }
             let settled = (0..packet[0].len()).all(|i| {
                 let (p, f) = (column(&packet, i), column(&flow, i));
-                error_standard_error(&p, &f) <= target(packet[0][i].0) * SETTLED_SHARE
+                error_standard_error(&p, &f) <= target(&packet[0][i].0) * SETTLED_SHARE
             });
             if !draws || settled || packet.len() as u64 >= MAX_SEEDS {
                 break;
             }
         }
         let seeds = packet.len() as u32;
-        for (i, &(metric, _)) in packet[0].iter().enumerate() {
+        for (i, (metric, _)) in packet[0].iter().enumerate() {
             let (packets, flows) = (column(&packet, i), column(&flow, i));
             let (p, f) = (mean(&packets), mean(&flows));
             let spread = (seeds > 1).then(|| {
@@ -122,7 +137,7 @@ pub fn run_case(file: &Path, catalog: &Catalog) -> Result<Vec<Calibration>, Stri
             rows.push(Calibration {
                 case: base.name.clone(),
                 fabric: fabric.name().to_string(),
-                metric: metric.to_string(),
+                metric: metric.clone(),
                 packet: p,
                 flow: f,
                 error: f / p - 1.0,

@@ -27,6 +27,7 @@
 
 use super::{Simulation, NO_HOP};
 use crate::flow::Event;
+use crate::workload::Pipeline;
 use fabricsim_core::proto::dcqcn::Dcqcn;
 use fabricsim_core::proto::ecn::marking_draw;
 use fabricsim_core::units::{BitRate, Time};
@@ -35,6 +36,16 @@ use fabricsim_core::units::{BitRate, Time};
 /// CNPs at ConnectX's defaults, under its 1 us alpha period. A discretisation choice
 /// (unverified: `fabricsim calibrate` measures the model it gives against packet level).
 pub const TICK: Time = Time(400_000);
+
+/// The shortest burst the fluid follows, 4 us (ten steps, and the period of DCQCN's
+/// rate cuts at ConnectX's defaults): a latency-bound ring edge whose pieces each last
+/// at least this long at its sender's line rate feeds its ports at that rate, since its
+/// queues build within each piece (a 64-rank ring of 32 MiB across the leaves of a 2:1
+/// leaf-spine sends 512 KiB pieces, 10.5 us at 400G, and at packet level queues 10.7 MB
+/// on the uplinks ECMP crowds); shorter pieces are over before the fluid and DCQCN
+/// follow them, and feed their ports at the ring's pace. A discretisation choice,
+/// judged by the calibration suite (BENCHMARKS.md).
+pub const RESOLVED_BURST: Time = Time(10 * TICK.0);
 
 /// The stepping's state.
 #[derive(Clone, Debug, Default)]
@@ -57,13 +68,21 @@ pub(super) struct FluidState {
 impl Simulation {
     /// What `flow`'s sender would send now, bytes per picosecond, before its NIC splits
     /// its line rate: its reaction point's rate, at most its ring's pace where its sender
-    /// sends a piece at a time (a latency-bound ring or a chain: `burst_wire`); a ring
-    /// bound by bandwidth sends each step's data at once, at its sender's rate.
+    /// sends a piece at a time (a latency-bound ring or a chain: `burst_wire`) and each
+    /// piece is over within [`RESOLVED_BURST`]; a ring bound by bandwidth sends each
+    /// step's data at once, at its sender's rate, and so does one whose pieces last
+    /// longer at that rate.
     fn wanted(&self, flow: u32) -> f64 {
         let f = &self.state.flows[flow as usize];
         let paced = f.demand_bps as f64 / 8e12;
+        let line = self.sender_bps(flow) as f64 / 8e12;
+        let resolved = |p: Pipeline| {
+            let piece = self.flow_wire(f) as f64 / p.pieces_on_wire().max(1) as f64;
+            piece >= line * RESOLVED_BURST.ps() as f64
+        };
         let pace = match (f.pipeline, Self::piecewise(f)) {
-            (Some(_), None) => self.sender_bps(flow) as f64 / 8e12,
+            (Some(_), None) => line,
+            (Some(_), Some(p)) if matches!(p, Pipeline::Ring { .. }) && resolved(p) => line,
             _ => paced,
         };
         match &f.rp {
