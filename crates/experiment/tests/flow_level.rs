@@ -829,3 +829,39 @@ fn compare_on_a_512_gpu_data_parallel_cluster_decides_alike_at_both_levels() {
         );
     }
 }
+
+/// A compact ring's edges enter together: each bucket's ring of job b in
+/// examples/calibration/two-jobs-rail-64.toml (a ring of 32 over four servers, whose
+/// cross-rail connections ECMP crowds on one uplink) waits until every one of its edges
+/// is free of the bucket before. Past its first step every piece an edge sends came
+/// round the whole ring, so no edge can finish a bucket before each of its ring-mates
+/// finished the bucket before it (each connection sends its buckets in turn). Flow
+/// level let one connection run seven buckets ahead of another before the ring waited.
+#[test]
+fn a_compact_rings_edges_keep_to_their_ring_from_bucket_to_bucket() {
+    let text =
+        std::fs::read_to_string(calibrate::default_suite().join("two-jobs-rail-64.toml")).unwrap();
+    let s = scenario(&format!("{text}[fabric]\nkind = \"rocev2\"\n"));
+    let out = at(Level::Flow, &s);
+    // Job b's edges (its GPUs are hosts 32 to 63), each connection's buckets in order.
+    let mut edges: std::collections::BTreeMap<(u32, u32), Vec<u64>> = Default::default();
+    for f in out
+        .report
+        .flows
+        .iter()
+        .filter(|f| f.src >= 32 && f.dst >= 32)
+    {
+        edges
+            .entry((f.src, f.dst))
+            .or_default()
+            .push(f.finish.expect("finished").ps());
+    }
+    assert_eq!(edges.len(), 32, "job b's ring of 32");
+    let buckets = edges.values().next().unwrap().len();
+    assert!(buckets >= 8, "four buckets in each of two iterations");
+    for k in 1..buckets {
+        let earliest = edges.values().map(|f| f[k]).min().unwrap();
+        let before = edges.values().map(|f| f[k - 1]).max().unwrap();
+        assert!(earliest >= before, "bucket {k}: an edge finished at {earliest} ps, a ring-mate finished bucket {} at {before} ps", k - 1);
+    }
+}

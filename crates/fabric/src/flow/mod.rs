@@ -316,6 +316,10 @@ pub struct Simulation {
     /// ring's edges.
     ring_of: Vec<u32>,
     rings: Vec<Vec<u32>>,
+    /// Each ring's edges not yet posted, and those posted and held until they are (see
+    /// `Simulation::post_after_feeds`).
+    ring_unposted: Vec<u32>,
+    ring_held: Vec<Vec<u32>>,
     /// DCQCN's fluid ([`dcqcn`]).
     fluid: dcqcn::FluidState,
 }
@@ -412,6 +416,8 @@ impl Simulation {
             fed: Vec::new(),
             ring_of: Vec::new(),
             rings: Vec::new(),
+            ring_unposted: Vec::new(),
+            ring_held: Vec::new(),
             fluid: dcqcn::FluidState::default(),
             topo,
         };

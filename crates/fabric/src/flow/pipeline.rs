@@ -95,12 +95,29 @@ impl Simulation {
             }
             self.rings.push(members);
         }
+        self.ring_unposted = self.rings.iter().map(|r| r.len() as u32).collect();
+        self.ring_held = vec![Vec::new(); self.rings.len()];
     }
 
     /// A compact chain or tree edge waits, once posted, until its first piece can have
     /// reached its sender: it enters the network (or NVLink) only then, and shares the
-    /// links only while it sends.
+    /// links only while it sends. A compact ring edge waits until every edge of its ring
+    /// is posted: past its first step each piece it sends comes round the whole ring, so
+    /// an edge whose connection is still busy with an earlier collective holds its ring
+    /// back (two buckets' rings on the same connections do not run at their own paces).
     pub(super) fn post_after_feeds(&mut self, flow: u32) {
+        let ring = self.ring_of[flow as usize];
+        if ring != NO_RING {
+            let r = ring as usize;
+            self.ring_unposted[r] -= 1;
+            if self.ring_unposted[r] > 0 {
+                self.ring_held[r].push(flow);
+                return;
+            }
+            for e in std::mem::take(&mut self.ring_held[r]) {
+                self.post(e);
+            }
+        }
         let f = &self.state.flows[flow as usize];
         if matches!(f.pipeline, Some(Pipeline::Chain { .. })) && f.plan.ahead > Time::ZERO {
             let at = self.state.queue.now() + f.plan.ahead;
