@@ -39,9 +39,10 @@ fn all_to_all(s: &Scenario) -> bool {
 }
 
 /// The figures a case is judged by, from its summary: each training job's iteration
-/// ("iteration_ns" for the first, "iteration_JOB_ns" for each other job), else the
-/// first collective's time, else for a flow list (a web-search mix, say) the p50 and
-/// p99 slowdown, else the flows' p50 FCT and completion.
+/// ("iteration_ns" for the first, "iteration_JOB_ns" for each other, by its job's name
+/// or else its place, counted from 1), else the first collective's time, else for a
+/// flow list (a web-search mix, say) the p50 and p99 slowdown, else the flows' p50 FCT
+/// and completion.
 fn figures(s: &Summary, out: &runner::Outcome, listed: bool) -> Figures {
     if !s.training.is_empty() {
         return s
@@ -50,8 +51,9 @@ fn figures(s: &Summary, out: &runner::Outcome, listed: bool) -> Figures {
             .enumerate()
             .map(|(i, t)| {
                 let name = match (i, &t.job) {
-                    (0, _) | (_, None) => "iteration_ns".to_string(),
+                    (0, _) => "iteration_ns".to_string(),
                     (_, Some(job)) => format!("iteration_{job}_ns"),
+                    (_, None) => format!("iteration_{}_ns", i + 1),
                 };
                 (name, t.iteration_time_ns.unwrap_or(f64::NAN))
             })
