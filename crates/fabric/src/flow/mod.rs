@@ -566,8 +566,7 @@ impl Simulation {
                 Some(p) => {
                     let piece_msg = Message { size: piece, ..m };
                     let f = &self.state.flows[flow as usize];
-                    let crowd = (f.greedy, f.ring_crowd);
-                    now + self.lead(&piece_msg, &path) + plan.wait(p, drain, crowd)
+                    now + self.lead(&piece_msg, &path) + plan.wait(p, drain, f.greedy, f.ring_crowd)
                 }
             };
         self.complete(flow, done);

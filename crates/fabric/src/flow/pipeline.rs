@@ -298,27 +298,28 @@ impl PipelinePlan {
     /// arriving from upstream, so the last leaves at
     /// max(K P t, ahead + (K - 1) d + P t) - t: the edge is either busy throughout or
     /// waits on the ring's latency, each step later by d. Its pieces' delay t - nominal
-    /// comes from the flows sharing its links (`crowd`: the share of them on its most
-    /// crowded link that send greedily, not edges of rings, and how many ring edges are
-    /// there, itself among them). The greedy share sends whenever it can, and delays
+    /// comes from the flows sharing its links: the `greedy` share of them on its most
+    /// crowded link (not edges of rings), and the `rings` edges of rings there, itself
+    /// among them (`Flow::ring_crowd`). The greedy share sends whenever it can, and delays
     /// every step. The rest are rings' edges, which send in bursts between their own
     /// latencies as this edge does, so their bytes partly fit into the time this edge
     /// idles each step: [`multiplexed_step`]. A chain or tree edge enters only once its
     /// first piece is in (`Simulation::post_after_feeds`) and ends no earlier than its
     /// feeds allow (`Simulation::complete`): nothing to add.
-    pub(super) fn wait(self, p: Pipeline, drain: Time, crowd: (f64, u32)) -> Time {
+    pub(super) fn wait(self, p: Pipeline, drain: Time, greedy: f64, rings: u32) -> Time {
         match p {
             Pipeline::Ring { steps, pieces, .. } => {
                 let t = Time(drain.ps() / p.pieces_on_wire().max(1));
                 let slower = self.slower(p, drain).ps() as f64;
                 let busy = (self.nominal * pieces as u64).ps() as f64;
                 let idle = self.step.ps() as f64 - busy;
-                let (greedy, rings) = (crowd.0.clamp(0.0, 1.0), crowd.1.max(1));
-                let shared = busy + slower * (1.0 - greedy);
-                let ring_delay = if idle > 0.0 && slower * (1.0 - greedy) > 0.0 {
-                    multiplexed_step(rings, busy, shared, idle) - (busy + idle)
+                let greedy = greedy.clamp(0.0, 1.0);
+                // What the other rings' edges alone would add to a step at an equal share.
+                let by_rings = slower * (1.0 - greedy);
+                let ring_delay = if idle > 0.0 && by_rings > 0.0 {
+                    multiplexed_step(rings.max(1), busy, busy + by_rings, idle) - (busy + idle)
                 } else {
-                    (slower * (1.0 - greedy) - idle.max(0.0)).max(0.0)
+                    (by_rings - idle.max(0.0)).max(0.0)
                 };
                 let delay = slower * greedy + ring_delay.max(0.0);
                 let latency_bound =
