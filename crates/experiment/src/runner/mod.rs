@@ -156,7 +156,10 @@ pub fn run_threaded(
                             per_link::PACKET_BUDGET
                         ))
                     }
-                    Some(p) => per_link = Some((p, paths)),
+                    Some(p) => {
+                        flow.track_bottlenecks();
+                        per_link = Some((p, paths));
+                    }
                 }
             }
             if scenario.fabric == FabricKind::Rocev2
@@ -250,6 +253,11 @@ pub fn run_threaded(
         Ok(wall) => wall,
         Err(one_thread) => drive(&mut sim, progress, one_thread),
     };
+    // Flow level's bottleneck of each message, for the per-link simulations.
+    let bottlenecks = match &sim {
+        Model::Flow(s) => s.bottleneck_hops(),
+        _ => Vec::new(),
+    };
     // What each model gives: its report, capture, rate samples, windows and notes.
     let (mut report, captured, rates, windows, mut notes) = match sim {
         Model::Ib(s) => (
@@ -280,12 +288,14 @@ pub fn run_threaded(
     let mut wall_seconds = wall_seconds;
     if let Some((plan, paths)) = &per_link {
         let started = Instant::now();
-        per_link::apply(plan, scenario, paths, threads, &mut report)?;
+        let ran = per_link::apply(plan, scenario, paths, &bottlenecks, threads, &mut report)?;
         wall_seconds += started.elapsed().as_secs_f64();
-        let (ports, sims) = plan.counts();
         notes.get_or_insert_with(Vec::new).push(format!(
-            "flow level: the messages start on their own (open loop), so each of the {ports} ports two of them may share at once was simulated at packet level with their traffic ({sims} distinct simulations, {} packets), and each message completes at its ideal time plus the largest delay one of them gave it (Parsimon's decomposition)",
-            plan.packets()
+            "flow level: the messages start on their own (open loop), so each of the {} ports two of them may share at once was simulated at packet level with their traffic ({} distinct simulations, {} packets; {} of them with messages held up at ports before theirs arriving at the rate those let through), and each message completes at its ideal time plus the largest delay one of them gave it (Parsimon's decomposition)",
+            plan.ports(),
+            ran.sims,
+            ran.packets,
+            ran.shaped
         ));
     }
     if let Some(why) = per_link_refused {

@@ -86,6 +86,8 @@ struct Group {
 /// A message in a port's simulation: where it comes in and goes, and what it is.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct LinkFlow {
+    /// The message (its place among the port's messages) it is, or is a part of.
+    message: u32,
     group: u32,
     source: u32,
     dst: u32,
@@ -94,23 +96,46 @@ struct LinkFlow {
     sl: u8,
 }
 
-/// The per-link simulations a run needs: the distinct simulations, and for each
-/// simulated port, which one it is and the messages it holds (in its flows' order).
+/// The per-link simulations a run needs: each simulated port's simulation with no
+/// message shaped, the messages it holds (in its flows' order), and the rounds in which
+/// the ports are simulated (a port after every port its messages cross before it).
 pub struct Plan {
-    sims: Vec<LinkSim>,
-    ports: Vec<(usize, Vec<u32>)>,
+    ports: Vec<PortSim>,
+    rounds: Vec<Vec<usize>>,
     packets: u64,
+    mtu: u32,
+}
+
+/// A simulated port of a [`Plan`].
+struct PortSim {
+    sim: LinkSim,
+    messages: Vec<u32>,
+    /// For each message, the simulated ports it crosses before this one: each as
+    /// (index into `Plan::ports`, the message's place among that port's messages).
+    upstream: Vec<Vec<(usize, usize, usize)>>,
+    /// For each message, its hop at this port.
+    hops: Vec<usize>,
+}
+
+/// What [`apply`] ran: distinct simulations, their packets, and how many of them held
+/// messages shaped by their upstream delays.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Ran {
+    pub sims: usize,
+    pub packets: u64,
+    pub shaped: usize,
 }
 
 impl Plan {
-    /// Packets over the distinct simulations.
+    /// Packets the simulations may carry at most: the distinct unshaped ones, and once
+    /// more every port that may be simulated again with shaped messages.
     pub fn packets(&self) -> u64 {
         self.packets
     }
 
-    /// Ports simulated, and distinct simulations.
-    pub fn counts(&self) -> (usize, usize) {
-        (self.ports.len(), self.sims.len())
+    /// Ports simulated.
+    pub fn ports(&self) -> usize {
+        self.ports.len()
     }
 }
 
@@ -132,32 +157,102 @@ pub fn plan(topo: &Topology, w: &Workload, paths: &[NetworkPath], mtu: u32) -> O
             }
         }
     }
-    let mut distinct: BTreeMap<LinkSim, usize> = BTreeMap::new();
-    let mut sims = Vec::new();
+    let mut simulated = vec![usize::MAX; on_port.len()];
     let mut ports = Vec::new();
-    let mut packets = 0;
     for (p, flows) in on_port.iter().enumerate() {
         if !overlapping(topo, w, &ports_of, flows) {
             continue;
         }
-        let sim = link_sim(topo, w, &ports_of, PortId(p as u32), flows);
-        let next = sims.len();
-        let k = *distinct.entry(sim.clone()).or_insert(next);
-        if k == next {
-            packets += sim
-                .flows
-                .iter()
-                .map(|f| f.size.div_ceil(mtu as u64).max(1))
-                .sum::<u64>();
-            sims.push(sim);
+        simulated[p] = ports.len();
+        ports.push(PortSim {
+            sim: link_sim(topo, w, &ports_of, PortId(p as u32), flows),
+            messages: flows.iter().map(|&(m, _)| m).collect(),
+            upstream: Vec::new(),
+            hops: flows.iter().map(|&(_, hop)| hop).collect(),
+        });
+    }
+    // Each message's simulated ports: (hop, port, its place among the port's messages).
+    let mut crossed: Vec<Vec<(usize, usize, usize)>> = vec![Vec::new(); paths.len()];
+    for (p, flows) in on_port.iter().enumerate() {
+        let k = simulated[p];
+        if k != usize::MAX {
+            for (i, &(m, hop)) in flows.iter().enumerate() {
+                crossed[m as usize].push((hop, k, i));
+            }
         }
-        ports.push((k, flows.iter().map(|&(m, _)| m).collect()));
+    }
+    for (p, flows) in on_port.iter().enumerate() {
+        let k = simulated[p];
+        if k == usize::MAX {
+            continue;
+        }
+        ports[k].upstream = flows
+            .iter()
+            .map(|&(m, hop)| {
+                crossed[m as usize]
+                    .iter()
+                    .filter(|&&(h, _, _)| h < hop)
+                    .map(|&(h, j, i)| (h, j, i))
+                    .collect()
+            })
+            .collect();
+    }
+    let rounds = rounds(&ports);
+    let mut distinct = BTreeMap::new();
+    let mut packets = 0;
+    for (k, port) in ports.iter().enumerate() {
+        let carried = port.sim.packets(mtu);
+        if distinct.insert(&port.sim, ()).is_none() {
+            packets += carried;
+        }
+        if !rounds.first().is_some_and(|r| r.contains(&k)) {
+            packets += carried;
+        }
     }
     Some(Plan {
-        sims,
         ports,
+        rounds,
         packets,
+        mtu,
     })
+}
+
+/// The ports in rounds: the first holds every port whose messages cross no simulated
+/// port before it, each later one the ports whose upstream ports are all in earlier
+/// rounds. Ports on a cycle of such orders (none on up/down routes) stay in the first
+/// round, simulated unshaped.
+fn rounds(ports: &[PortSim]) -> Vec<Vec<usize>> {
+    let mut round: Vec<Option<usize>> = vec![None; ports.len()];
+    let mut rounds: Vec<Vec<usize>> = Vec::new();
+    loop {
+        let next: Vec<usize> = (0..ports.len())
+            .filter(|&k| {
+                round[k].is_none()
+                    && ports[k]
+                        .upstream
+                        .iter()
+                        .flatten()
+                        .all(|&(_, j, _)| round[j].is_some())
+            })
+            .collect();
+        if next.is_empty() {
+            break;
+        }
+        for &k in &next {
+            round[k] = Some(rounds.len());
+        }
+        rounds.push(next);
+    }
+    let cyclic: Vec<usize> = (0..ports.len()).filter(|&k| round[k].is_none()).collect();
+    match rounds.first_mut() {
+        Some(first) => {
+            first.extend(cyclic);
+            first.sort_unstable();
+        }
+        None if !cyclic.is_empty() => rounds.push(cyclic),
+        None => {}
+    }
+    rounds
 }
 
 /// Whether two of the messages crossing a port may be on it at once: each holds it from
@@ -230,7 +325,8 @@ fn link_sim(
     let slot = |map: &BTreeMap<u32, ()>, k: u32| map.range(..k).count() as u32;
     let link_flows = flows
         .iter()
-        .map(|&(m, hop)| {
+        .enumerate()
+        .map(|(i, &(m, hop))| {
             let msg = &w.messages[m as usize];
             let (group, source) = if leaves_host {
                 (0, 0)
@@ -240,6 +336,7 @@ fn link_sim(
                 (g, slot(&groups[&ingress], msg.src.0))
             };
             LinkFlow {
+                message: i as u32,
                 group,
                 source,
                 dst: if reaches_host {
@@ -344,6 +441,14 @@ impl Graph {
 }
 
 impl LinkSim {
+    /// The packets its messages make at `mtu`.
+    fn packets(&self, mtu: u32) -> u64 {
+        self.flows
+            .iter()
+            .map(|f| f.size.div_ceil(mtu as u64).max(1))
+            .sum()
+    }
+
     /// Its topology, the host of each group's sources (by group, then source) and of
     /// each destination slot.
     fn topology(&self) -> Result<MiniTopology, String> {
@@ -407,8 +512,52 @@ impl LinkSim {
         })
     }
 
-    /// Each message's delay beyond its ideal FCT at packet level, in its flows' order.
-    fn delays(&self, scenario: &Scenario) -> Result<Vec<Time>, String> {
+    /// This simulation with each message that `held` (in its flows' order) says was held
+    /// up before the port, behind a link into the port's switch from an upstream switch,
+    /// sent in parts of [`PART`] (at most [`MAX_PARTS`]) spread evenly over its
+    /// serialisation at its own link's rate plus that delay: what reaches the port is
+    /// what the ports before it let through, as a steady stream of bursts (their
+    /// simulations do not say when within the message they held it). Each part is a
+    /// message of its own at packet level, so no reaction point carries the cuts of one
+    /// part to the next.
+    fn shaped(&self, held: &[Time]) -> LinkSim {
+        let mut sim = self.clone();
+        sim.flows.clear();
+        for (f, &held) in self.flows.iter().zip(held) {
+            let upstream = self
+                .groups
+                .get(f.group as usize)
+                .is_some_and(|g| g.upstream_ports > 0);
+            if held == Time::ZERO || !upstream {
+                sim.flows.push(f.clone());
+                continue;
+            }
+            let own = self.groups[f.group as usize].sources[f.source as usize];
+            let span = BitRate(own.0).serialization(f.size) + held;
+            let parts = f.size.div_ceil(PART).clamp(1, MAX_PARTS);
+            for k in 0..parts {
+                let size = f.size / parts + u64::from(k < f.size % parts);
+                sim.flows.push(LinkFlow {
+                    size,
+                    start: f.start + span.ps() / parts * k,
+                    ..f.clone()
+                });
+            }
+        }
+        sim
+    }
+
+    /// Whether some message is sent in parts.
+    fn is_shaped(&self) -> bool {
+        self.flows
+            .iter()
+            .enumerate()
+            .any(|(i, f)| f.message != i as u32)
+    }
+
+    /// Each flow's time from its start to its completion at packet level (zero unless
+    /// `run`), and its ideal FCT, in its flows' order.
+    fn run(&self, scenario: &Scenario, run: bool) -> Result<Vec<(Time, Time)>, String> {
         let MiniTopology {
             topo,
             sources,
@@ -426,26 +575,56 @@ impl LinkSim {
             })
             .collect();
         let workload = build(&traffic, scenario.seed);
-        let report = packet_report(scenario, topo, &workload)?;
+        let report = packet_report(scenario, topo, &workload, run)?;
         report
             .flows
             .iter()
-            .map(|r| {
-                let finish = r
-                    .finish
-                    .ok_or("a per-link simulation left a message unfinished")?;
-                Ok((finish - r.start).saturating_sub(r.ideal))
+            .map(|r| match r.finish {
+                Some(finish) => Ok((finish - r.start, r.ideal)),
+                None if !run => Ok((Time::ZERO, r.ideal)),
+                None => Err("a per-link simulation left a message unfinished".to_string()),
             })
             .collect()
     }
+
+    /// Each message's delay beyond its ideal FCT at packet level, in `alone`'s flows'
+    /// order: `alone` is this simulation with no message in parts (itself, or what
+    /// [`LinkSim::shaped`] was given), whose ideals are the messages'. A message in parts
+    /// completes with its last part.
+    fn delays(&self, alone: &LinkSim, scenario: &Scenario) -> Result<Vec<Time>, String> {
+        let ran = self.run(scenario, true)?;
+        let ideals = if self.is_shaped() {
+            alone.run(scenario, false)?
+        } else {
+            ran.clone()
+        };
+        let mut end: Vec<Option<(u64, Time)>> = vec![None; alone.flows.len()];
+        for (f, &(took, _)) in self.flows.iter().zip(&ran) {
+            let e = end[f.message as usize].get_or_insert((f.start, Time::ZERO));
+            // Parts are listed in order of their starts, the first at the message's.
+            e.1 = e.1.max(Time(f.start - e.0) + took);
+        }
+        Ok(end
+            .iter()
+            .zip(&ideals)
+            .map(|(e, &(_, ideal))| e.map_or(Time::ZERO, |(_, end)| end.saturating_sub(ideal)))
+            .collect())
+    }
 }
 
+/// A held message's part in a shaped simulation, 64 KiB (a choice: small against the
+/// messages that are held, large against a packet).
+const PART: u64 = 64 << 10;
+/// The most parts a held message is sent in.
+const MAX_PARTS: u64 = 64;
+
 /// `workload` on `topo` at packet level with the scenario's fabric and settings, to its
-/// end.
-pub(super) fn packet_report(
+/// end if `run` (else as set up: every message's ideal FCT, nothing delivered).
+fn packet_report(
     scenario: &Scenario,
     topo: Topology,
     workload: &Workload,
+    run: bool,
 ) -> Result<RunReport, String> {
     Ok(match scenario.fabric {
         FabricKind::Rocev2 => {
@@ -454,33 +633,89 @@ pub(super) fn packet_report(
                 ..scenario.roce.clone()
             };
             let mut sim = rocev2::Simulation::new(cfg, topo, workload, None)?;
-            sim.run();
+            if run {
+                sim.run();
+            }
             sim.report()
         }
         FabricKind::Infiniband => {
             let mut sim = infiniband::Simulation::new(scenario.ib.clone(), topo, workload, None)?;
-            sim.run();
+            if run {
+                sim.run();
+            }
             sim.report()
         }
     })
 }
 
-/// Runs the plan's simulations on up to `threads` threads and sets each network
-/// message's completion in `report` (flow level's) to its start, plus its ideal FCT,
-/// plus the largest delay its ports' simulations gave it. The results do not depend on
-/// `threads`.
+/// Runs the plan's simulations on up to `threads` threads, round by round, and sets each
+/// network message's completion in `report` (flow level's) to its start, plus its ideal
+/// FCT, plus the largest delay its ports' simulations gave it. After the first round a
+/// port is simulated with each message that `bottlenecks` (flow level's hop of most
+/// held bytes, by message) says is held before it shaped by the largest delay the
+/// ports it crossed before gave it ([`LinkSim::shaped`]); a message held at this port
+/// or beyond arrives unshaped, since what holds it there also keeps its upstream ports
+/// from queueing (an incast's uplinks). The results do not depend on `threads`.
 pub fn apply(
     plan: &Plan,
     scenario: &Scenario,
     paths: &[NetworkPath],
+    bottlenecks: &[Option<usize>],
     threads: usize,
     report: &mut RunReport,
-) -> Result<(), String> {
-    let delays = super::parallel_map(&plan.sims, threads, |s| s.delays(scenario));
-    let delays: Vec<Vec<Time>> = delays.into_iter().collect::<Result<_, _>>()?;
+) -> Result<Ran, String> {
+    let mut delays: Vec<Vec<Time>> = vec![Vec::new(); plan.ports.len()];
+    let mut done: BTreeMap<LinkSim, Vec<Time>> = BTreeMap::new();
+    let mut ran = Ran::default();
+    for (r, round) in plan.rounds.iter().enumerate() {
+        // What held each message before this port, where flow level holds it there.
+        let held: Vec<Vec<Time>> = round
+            .iter()
+            .map(|&k| {
+                let port = &plan.ports[k];
+                port.upstream
+                    .iter()
+                    .zip(&port.messages)
+                    .zip(&port.hops)
+                    .map(|((before, &m), &hop)| {
+                        let Some(b) = bottlenecks[m as usize].filter(|&b| b < hop && r > 0) else {
+                            return Time::ZERO;
+                        };
+                        before
+                            .iter()
+                            .filter(|&&(h, _, _)| h == b)
+                            .map(|&(_, j, i)| delays[j][i])
+                            .max()
+                            .unwrap_or(Time::ZERO)
+                    })
+                    .collect()
+            })
+            .collect();
+        let sims: Vec<LinkSim> = round
+            .iter()
+            .zip(&held)
+            .map(|(&k, held)| plan.ports[k].sim.shaped(held))
+            .collect();
+        let mut todo: Vec<(LinkSim, &LinkSim)> = Vec::new();
+        for (sim, &k) in sims.iter().zip(round) {
+            if !done.contains_key(sim) && !todo.iter().any(|(t, _)| t == sim) {
+                todo.push((sim.clone(), &plan.ports[k].sim));
+            }
+        }
+        let results = super::parallel_map(&todo, threads, |(s, alone)| s.delays(alone, scenario));
+        for ((sim, _), result) in todo.into_iter().zip(results) {
+            ran.sims += 1;
+            ran.packets += sim.packets(plan.mtu);
+            ran.shaped += usize::from(sim.is_shaped());
+            done.insert(sim, result?);
+        }
+        for (&k, sim) in round.iter().zip(&sims) {
+            delays[k] = done[sim].clone();
+        }
+    }
     let mut extra = vec![Time::ZERO; report.flows.len()];
-    for (k, messages) in &plan.ports {
-        for (&m, &d) in messages.iter().zip(&delays[*k]) {
+    for (port, delays) in plan.ports.iter().zip(&delays) {
+        for (&m, &d) in port.messages.iter().zip(delays) {
             extra[m as usize] = extra[m as usize].max(d);
         }
     }
@@ -495,5 +730,5 @@ pub fn apply(
     if let Some(end) = report.flows.iter().filter_map(|r| r.finish).max() {
         report.sim_time = end;
     }
-    Ok(())
+    Ok(ran)
 }

@@ -322,6 +322,9 @@ pub struct Simulation {
     ring_held: Vec<Vec<u32>>,
     /// DCQCN's fluid ([`dcqcn`]).
     fluid: dcqcn::FluidState,
+    /// Once asked for ([`Simulation::track_bottlenecks`]): per flow, the wire bytes it
+    /// sent while fixed at each hop of its path.
+    bottleneck_bytes: Option<Vec<Vec<f64>>>,
 }
 
 /// No ring: a flow that is not a compact ring's edge.
@@ -419,11 +422,47 @@ impl Simulation {
             ring_unposted: Vec::new(),
             ring_held: Vec::new(),
             fluid: dcqcn::FluidState::default(),
+            bottleneck_bytes: None,
             topo,
         };
         sim.plan_paths()?;
         sim.plan_pipelines(&workload.feeds);
         Ok(sim)
+    }
+
+    /// Counts, from now on, the bytes each flow sends while fixed at each hop of its
+    /// path (see [`Simulation::bottleneck_hops`]).
+    pub fn track_bottlenecks(&mut self) {
+        self.bottleneck_bytes = Some(vec![Vec::new(); self.state.flows.len()]);
+    }
+
+    /// Per message: the hop of its path (host port 0) at which the water-filling held
+    /// it for most of its bytes, None if never held at one (or not tracked).
+    pub fn bottleneck_hops(&self) -> Vec<Option<usize>> {
+        let Some(bytes) = &self.bottleneck_bytes else {
+            return vec![None; self.state.flows.len()];
+        };
+        bytes
+            .iter()
+            .map(|hops| {
+                let most = hops.iter().copied().fold(0.0, f64::max);
+                (most > 0.0).then(|| hops.iter().position(|&b| b == most).expect("the most"))
+            })
+            .collect()
+    }
+
+    /// Counts `bytes` that `flow` sent at its current bottleneck, if tracked.
+    fn note_sent(&mut self, flow: u32, bytes: f64) {
+        let hop = self.state.flows[flow as usize].bottleneck as usize;
+        if let Some(t) = &mut self.bottleneck_bytes {
+            let hops = &mut t[flow as usize];
+            if hop != NO_HOP as usize && bytes > 0.0 {
+                if hops.len() <= hop {
+                    hops.resize(hop + 1, 0.0);
+                }
+                hops[hop] += bytes;
+            }
+        }
     }
 
     /// What it takes from the fabric's configuration.
@@ -521,6 +560,8 @@ impl Simulation {
             None => 1,
         };
         let piece = m.size / packets;
+        let last = self.state.flows[flow as usize].remaining;
+        self.note_sent(flow, last);
         let wire = self.flow_wire(&self.state.flows[flow as usize]);
         let burst = Self::burst_wire(&self.state.flows[flow as usize], wire);
         let demand = self.state.flows[flow as usize].demand_bps;

@@ -52,9 +52,11 @@ impl Simulation {
             .collect();
         for &f in &flows {
             let fl = &mut self.state.flows[f as usize];
-            fl.remaining = (fl.remaining - fl.rate * (now - fl.since).ps() as f64).max(0.0);
+            let sent = (fl.rate * (now - fl.since).ps() as f64).clamp(0.0, fl.remaining);
+            fl.remaining -= sent;
             fl.since = now;
             fl.rate = -1.0;
+            self.note_sent(f, sent);
         }
         self.water_fill(&ports, &flows);
         // A ring's edges send what reaches them: each at most its ring's pace. Their
