@@ -291,7 +291,7 @@ pub fn run_threaded(
         let ran = per_link::apply(plan, scenario, paths, &bottlenecks, threads, &mut report)?;
         wall_seconds += started.elapsed().as_secs_f64();
         notes.get_or_insert_with(Vec::new).push(format!(
-            "flow level: the messages start on their own (open loop), so each of the {} ports two of them may share at once was simulated at packet level with their traffic ({} distinct simulations, {} packets; {} of them with messages held up at ports before theirs arriving at the rate those let through), and each message completes at its ideal time plus the largest delay one of them gave it (Parsimon's decomposition)",
+            "flow level: the messages start on their own (open loop), so each of the {} ports two of them may share at once was simulated at packet level with their traffic ({} distinct simulations, {} packets; {} of them with messages that flow level holds at a port before theirs sent in parts spread over the delay that port gave them), and each message completes at its ideal time plus the largest delay one of them gave it (Parsimon's decomposition)",
             plan.ports(),
             ran.sims,
             ran.packets,

@@ -21,6 +21,16 @@
 //! holds the links that feed it, so adding the delays would count an upstream queue
 //! twice (Parsimon adds them; on an incast across leaves adding overshoots by the
 //! spines' share, measured in BENCHMARKS.md).
+//!
+//! A port's simulation sends its messages at their sources' line rate, but a message
+//! that a port before it holds reaches it slower, and leaves the others there more room.
+//! So the ports are simulated in rounds along the messages' paths (a port after every
+//! simulated port its messages cross before it), and a message that flow level's own
+//! water-filling held mostly at such an earlier port (`flow::Simulation::bottleneck_hops`)
+//! comes to the later port in parts spread over the delay that port gave it
+//! ([`LinkSim::shaped`]). A message held at the port or beyond comes at line rate as
+//! before: what holds it there keeps the ports before from queueing (an incast's
+//! uplinks). Measured in BENCHMARKS.md ("Held messages reach the next port late").
 
 use crate::scenario::{FabricKind, Scenario};
 use fabricsim_core::topology::{GraphLink, NodeKind, Topology};
@@ -678,7 +688,12 @@ pub fn apply(
                     .zip(&port.messages)
                     .zip(&port.hops)
                     .map(|((before, &m), &hop)| {
-                        let Some(b) = bottlenecks[m as usize].filter(|&b| b < hop && r > 0) else {
+                        let Some(b) = bottlenecks
+                            .get(m as usize)
+                            .copied()
+                            .flatten()
+                            .filter(|&b| b < hop && r > 0)
+                        else {
                             return Time::ZERO;
                         };
                         before
@@ -731,4 +746,90 @@ pub fn apply(
         report.sim_time = end;
     }
     Ok(ran)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A port behind two links into its switch: one from an upstream switch (two
+    /// sources), one from a host.
+    fn port_sim() -> LinkSim {
+        let host = (400_000_000_000, 1_000_000);
+        let flow = |message, group, source, size| LinkFlow {
+            message,
+            group,
+            source,
+            dst: 0,
+            size,
+            start: 5_000_000,
+            sl: 0,
+        };
+        LinkSim {
+            port: host,
+            from_ports: 8,
+            to_ports: 0,
+            groups: vec![
+                Group {
+                    link: host,
+                    upstream_ports: 8,
+                    sources: vec![host, host],
+                },
+                Group {
+                    link: host,
+                    upstream_ports: 0,
+                    sources: vec![host],
+                },
+            ],
+            dsts: Vec::new(),
+            flows: vec![
+                flow(0, 0, 0, 1 << 20),
+                flow(1, 0, 1, 100 << 10),
+                flow(2, 1, 0, 1 << 20),
+            ],
+        }
+    }
+
+    #[test]
+    fn a_held_message_comes_in_parts_spread_over_its_serialisation_and_delay() {
+        let sim = port_sim();
+        let held = Time::from_us(30);
+        let shaped = sim.shaped(&[held, Time::ZERO, held]);
+        assert!(shaped.is_shaped() && !sim.is_shaped());
+        let parts: Vec<&LinkFlow> = shaped.flows.iter().filter(|f| f.message == 0).collect();
+        assert_eq!(parts.len() as u64, (1u64 << 20) / PART);
+        assert_eq!(parts.iter().map(|f| f.size).sum::<u64>(), 1 << 20);
+        let span = BitRate(400_000_000_000).serialization(1 << 20) + held;
+        let gap = span.ps() / parts.len() as u64;
+        for (k, f) in parts.iter().enumerate() {
+            assert_eq!(f.start, 5_000_000 + gap * k as u64);
+            assert_eq!((f.group, f.source, f.dst), (0, 0, 0));
+        }
+        // Not held, or straight from its host (whose own port's simulation shares its
+        // link): as it was.
+        for m in [1, 2] {
+            let same: Vec<&LinkFlow> = shaped.flows.iter().filter(|f| f.message == m).collect();
+            assert_eq!(same, vec![&sim.flows[m as usize]]);
+        }
+    }
+
+    #[test]
+    fn ports_are_simulated_after_the_ports_their_messages_cross_before() {
+        let port = |upstream: Vec<Vec<(usize, usize, usize)>>| PortSim {
+            sim: port_sim(),
+            messages: vec![0; upstream.len()],
+            hops: vec![0; upstream.len()],
+            upstream,
+        };
+        // 0 <- 2 <- 1, 3 alone; 4 and 5 each before the other (no order): the first round.
+        let ports = vec![
+            port(vec![vec![(1, 2, 0)]]),
+            port(vec![vec![]]),
+            port(vec![vec![(0, 1, 0)], vec![]]),
+            port(vec![vec![]]),
+            port(vec![vec![(1, 5, 0)]]),
+            port(vec![vec![(1, 4, 0)]]),
+        ];
+        assert_eq!(rounds(&ports), vec![vec![1, 3, 4, 5], vec![2], vec![0]]);
+    }
 }

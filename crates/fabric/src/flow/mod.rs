@@ -437,10 +437,10 @@ impl Simulation {
     }
 
     /// Per message: the hop of its path (host port 0) at which the water-filling held
-    /// it for most of its bytes, None if never held at one (or not tracked).
+    /// it for most of its bytes, None if never held at one; empty if not tracked.
     pub fn bottleneck_hops(&self) -> Vec<Option<usize>> {
         let Some(bytes) = &self.bottleneck_bytes else {
-            return vec![None; self.state.flows.len()];
+            return Vec::new();
         };
         bytes
             .iter()
