@@ -41,8 +41,8 @@ fn all_to_all(s: &Scenario) -> bool {
 /// The figures a case is judged by, from its summary: each training job's iteration
 /// ("iteration_ns" for the first, "iteration_JOB_ns" for each other, by its job's name
 /// or else its place, counted from 1), else the first collective's time, else for a
-/// flow list (a web-search mix, say) the p50 and p99 slowdown, else the flows' p50 FCT
-/// and completion.
+/// flow list or a background mix (web search, say) the p50 and p99 slowdown, else the
+/// flows' p50 FCT and completion.
 fn figures(s: &Summary, out: &runner::Outcome, listed: bool) -> Figures {
     if !s.training.is_empty() {
         return s
@@ -91,7 +91,7 @@ pub fn run_case(file: &Path, catalog: &Catalog) -> Result<Vec<Calibration>, Stri
     let listed = base
         .traffic
         .iter()
-        .any(|t| matches!(t, Traffic::Listed { .. }));
+        .any(|t| matches!(t, Traffic::Listed { .. } | Traffic::Background(_)));
     let draws = all_to_all(&base) || open_loop(&base);
     let mut rows = Vec::new();
     for fabric in [FabricKind::Infiniband, FabricKind::Rocev2] {

@@ -75,22 +75,36 @@ struct LinkSim {
     from_ports: u32,
     /// Ports of the switch it reaches; 0 where it reaches a host (their one destination).
     to_ports: u32,
-    /// The links into the switch it leaves that the messages come in on (none where it
-    /// leaves a host).
-    groups: Vec<Group>,
+    /// The links into the switch it leaves that the messages come in on, each with what
+    /// feeds it (none where it leaves a host).
+    groups: Vec<Feed>,
     /// Behind a switch it reaches, each destination's link.
     dsts: Vec<Wire>,
     flows: Vec<LinkFlow>,
 }
 
-/// A link into the switch a simulated port leaves, and the sources behind it.
+/// A link into a switch of a port's simulation, and what feeds it: the links into the
+/// switch it comes from that the port's messages come in on, back to their sources' own
+/// links (the port's in-tree along its messages' paths).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Group {
+struct Feed {
     link: Wire,
     /// Ports of the switch it comes from; 0 where it is a source host's own link.
     upstream_ports: u32,
-    /// The sources' own links (one, the link itself, where `upstream_ports` is 0).
-    sources: Vec<Wire>,
+    /// The links into that switch that feed it, in port order (none from a host).
+    feeds: Vec<Feed>,
+}
+
+impl Feed {
+    /// The source hosts' own links behind it, depth first (its own where it is one).
+    fn sources(&self, out: &mut Vec<Wire>) {
+        if self.feeds.is_empty() {
+            out.push(self.link);
+        }
+        for f in &self.feeds {
+            f.sources(out);
+        }
+    }
 }
 
 /// A message in a port's simulation: where it comes in and goes, and what it is.
@@ -98,7 +112,9 @@ struct Group {
 struct LinkFlow {
     /// The message (its place among the port's messages) it is, or is a part of.
     message: u32,
+    /// The link into the port's switch it comes in on (its place in `groups`).
     group: u32,
+    /// Its source among the sources of every group, depth first (`Feed::sources`).
     source: u32,
     dst: u32,
     size: u64,
@@ -309,6 +325,13 @@ fn is_host(topo: &Topology, p: PortId) -> bool {
     matches!(topo.nodes()[topo.port(p).node.index()], NodeKind::Host(_))
 }
 
+fn ports_at(topo: &Topology, q: PortId) -> u32 {
+    topo.node_ports(topo.port(q).node).len() as u32
+}
+
+/// A message's ports before a switch, nearest first, as port numbers.
+type Prefix = Vec<u32>;
+
 /// Port `p`'s simulation for the messages `flows` (each with its hop at `p`).
 fn link_sim(
     topo: &Topology,
@@ -320,17 +343,21 @@ fn link_sim(
     let leaves_host = is_host(topo, p);
     let peer = topo.port(p).peer;
     let reaches_host = is_host(topo, peer);
-    let ports_at = |q: PortId| topo.node_ports(topo.port(q).node).len() as u32;
-    // The links into p's switch, in port order, and each one's sources in host order.
-    let mut groups: BTreeMap<u32, BTreeMap<u32, ()>> = BTreeMap::new();
+    let prefix = |m: u32, hop: usize| -> Prefix {
+        paths[m as usize][..hop].iter().rev().map(|q| q.0).collect()
+    };
+    // The in-tree's leaves: in sorted order they are its sources depth first, and their
+    // first ports the links into p's switch in port order.
+    let mut prefixes: BTreeMap<Prefix, ()> = BTreeMap::new();
+    let mut ingress: BTreeMap<u32, ()> = BTreeMap::new();
     let mut dsts: BTreeMap<u32, ()> = BTreeMap::new();
     for &(m, hop) in flows {
-        let msg = &w.messages[m as usize];
         if !leaves_host {
-            let ingress = paths[m as usize][hop - 1];
-            groups.entry(ingress.0).or_default().insert(msg.src.0, ());
+            let mine = prefix(m, hop);
+            ingress.insert(mine[0], ());
+            prefixes.insert(mine, ());
         }
-        dsts.insert(msg.dst.0, ());
+        dsts.insert(w.messages[m as usize].dst.0, ());
     }
     let slot = |map: &BTreeMap<u32, ()>, k: u32| map.range(..k).count() as u32;
     let link_flows = flows
@@ -341,9 +368,9 @@ fn link_sim(
             let (group, source) = if leaves_host {
                 (0, 0)
             } else {
-                let ingress = paths[m as usize][hop - 1].0;
-                let g = groups.range(..ingress).count() as u32;
-                (g, slot(&groups[&ingress], msg.src.0))
+                let mine = prefix(m, hop);
+                let source = prefixes.range(..mine.clone()).count() as u32;
+                (slot(&ingress, mine[0]), source)
             };
             LinkFlow {
                 message: i as u32,
@@ -361,29 +388,12 @@ fn link_sim(
         })
         .collect();
     let own = wire(topo, p);
+    let leaves: Vec<&[u32]> = prefixes.keys().map(Vec::as_slice).collect();
     LinkSim {
         port: own,
-        from_ports: if leaves_host { 0 } else { ports_at(p) },
-        to_ports: if reaches_host { 0 } else { ports_at(peer) },
-        groups: groups
-            .iter()
-            .map(|(&ingress, sources)| {
-                let ingress = PortId(ingress);
-                let from_host = is_host(topo, ingress);
-                Group {
-                    link: wire(topo, ingress),
-                    upstream_ports: if from_host { 0 } else { ports_at(ingress) },
-                    sources: if from_host {
-                        vec![wire(topo, ingress)]
-                    } else {
-                        sources
-                            .keys()
-                            .map(|&h| wire(topo, topo.host_port(HostId(h))))
-                            .collect()
-                    },
-                }
-            })
-            .collect(),
+        from_ports: if leaves_host { 0 } else { ports_at(topo, p) },
+        to_ports: if reaches_host { 0 } else { ports_at(topo, peer) },
+        groups: feeds(topo, &leaves, 0),
         dsts: if reaches_host {
             Vec::new()
         } else {
@@ -398,11 +408,52 @@ fn link_sim(
     }
 }
 
-/// A port's simulation's topology, with the host of each group's sources (by group, then
-/// source) and of each destination slot.
+/// The feeds of the in-tree whose leaves are `prefixes` (sorted, each a message's ports
+/// before a switch, nearest first), from their ports at `depth`: the links into the
+/// switch `depth` hops back, in port order, each with the links that feed it in turn.
+/// Beyond the links into the port's switch, a link fed by one link no faster cannot
+/// queue: what feeds it comes straight on, over both delays.
+fn feeds(topo: &Topology, prefixes: &[&[u32]], depth: usize) -> Vec<Feed> {
+    let mut out = Vec::new();
+    let mut rest = prefixes;
+    while let Some(first) = rest.first() {
+        let q = first[depth];
+        let n = rest.iter().take_while(|l| l[depth] == q).count();
+        let (these, after) = rest.split_at(n);
+        let port = PortId(q);
+        let link = wire(topo, port);
+        let feed = if is_host(topo, port) {
+            Feed {
+                link,
+                upstream_ports: 0,
+                feeds: Vec::new(),
+            }
+        } else {
+            let mut behind = feeds(topo, these, depth + 1);
+            match behind.as_slice() {
+                [only] if depth > 0 && only.link.0 <= link.0 => {
+                    let mut only = behind.pop().expect("one feed");
+                    only.link.1 += link.1;
+                    only
+                }
+                _ => Feed {
+                    link,
+                    upstream_ports: ports_at(topo, port),
+                    feeds: behind,
+                },
+            }
+        };
+        out.push(feed);
+        rest = after;
+    }
+    out
+}
+
+/// A port's simulation's topology, with the host of each source (depth first, as
+/// `LinkFlow::source` counts them) and of each destination slot.
 struct MiniTopology {
     topo: Topology,
-    sources: Vec<Vec<HostId>>,
+    sources: Vec<HostId>,
     dsts: Vec<HostId>,
 }
 
@@ -441,6 +492,23 @@ impl Graph {
         });
     }
 
+    /// `feed` into `switch`, with what feeds it in turn, its source hosts added to
+    /// `sources` depth first.
+    fn feed(&mut self, switch: u32, feed: &Feed, sources: &mut Vec<HostId>) {
+        if feed.upstream_ports == 0 {
+            let (h, id) = self.host();
+            self.link(h, switch, feed.link);
+            sources.push(id);
+            return;
+        }
+        let u = self.switch();
+        self.link(u, switch, feed.link);
+        for f in &feed.feeds {
+            self.feed(u, f, sources);
+        }
+        self.pad(u, feed.upstream_ports, feed.feeds[0].link);
+    }
+
     /// Idle hosts on `switch` until it has `ports` ports, on links like `like`.
     fn pad(&mut self, switch: u32, ports: u32, like: Wire) {
         while self.degree[switch as usize] < ports {
@@ -459,36 +527,17 @@ impl LinkSim {
             .sum()
     }
 
-    /// Its topology, the host of each group's sources (by group, then source) and of
-    /// each destination slot.
+    /// Its topology, the host of each source (depth first) and of each destination slot.
     fn topology(&self) -> Result<MiniTopology, String> {
         let mut g = Graph::default();
         let (from, sources) = if self.from_ports == 0 {
             let (h, id) = g.host();
-            (h, vec![vec![id]])
+            (h, vec![id])
         } else {
             let a = g.switch();
             let mut sources = Vec::new();
             for group in &self.groups {
-                if group.upstream_ports == 0 {
-                    let (h, id) = g.host();
-                    g.link(h, a, group.link);
-                    sources.push(vec![id]);
-                } else {
-                    let u = g.switch();
-                    g.link(u, a, group.link);
-                    let hosts = group
-                        .sources
-                        .iter()
-                        .map(|&s| {
-                            let (h, id) = g.host();
-                            g.link(h, u, s);
-                            id
-                        })
-                        .collect();
-                    sources.push(hosts);
-                    g.pad(u, group.upstream_ports, group.sources[0]);
-                }
+                g.feed(a, group, &mut sources);
             }
             (a, sources)
         };
@@ -533,6 +582,10 @@ impl LinkSim {
     fn shaped(&self, held: &[Time]) -> LinkSim {
         let mut sim = self.clone();
         sim.flows.clear();
+        let mut own = Vec::new();
+        for g in &self.groups {
+            g.sources(&mut own);
+        }
         for (f, &held) in self.flows.iter().zip(held) {
             let upstream = self
                 .groups
@@ -542,8 +595,7 @@ impl LinkSim {
                 sim.flows.push(f.clone());
                 continue;
             }
-            let own = self.groups[f.group as usize].sources[f.source as usize];
-            let span = BitRate(own.0).serialization(f.size) + held;
+            let span = BitRate(own[f.source as usize].0).serialization(f.size) + held;
             let parts = f.size.div_ceil(PART).clamp(1, MAX_PARTS);
             for k in 0..parts {
                 let size = f.size / parts + u64::from(k < f.size % parts);
@@ -577,7 +629,7 @@ impl LinkSim {
             .flows
             .iter()
             .map(|f| Traffic::Flow {
-                src: sources[f.group as usize][f.source as usize],
+                src: sources[f.source as usize],
                 dst: dsts[f.dst as usize],
                 size: f.size,
                 start: Time(f.start),
@@ -756,6 +808,11 @@ mod tests {
     /// sources), one from a host.
     fn port_sim() -> LinkSim {
         let host = (400_000_000_000, 1_000_000);
+        let source = Feed {
+            link: host,
+            upstream_ports: 0,
+            feeds: Vec::new(),
+        };
         let flow = |message, group, source, size| LinkFlow {
             message,
             group,
@@ -770,22 +827,18 @@ mod tests {
             from_ports: 8,
             to_ports: 0,
             groups: vec![
-                Group {
+                Feed {
                     link: host,
                     upstream_ports: 8,
-                    sources: vec![host, host],
+                    feeds: vec![source.clone(), source.clone()],
                 },
-                Group {
-                    link: host,
-                    upstream_ports: 0,
-                    sources: vec![host],
-                },
+                source,
             ],
             dsts: Vec::new(),
             flows: vec![
                 flow(0, 0, 0, 1 << 20),
                 flow(1, 0, 1, 100 << 10),
-                flow(2, 1, 0, 1 << 20),
+                flow(2, 1, 2, 1 << 20),
             ],
         }
     }
