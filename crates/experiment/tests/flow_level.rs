@@ -425,30 +425,38 @@ fn calibration_suite_matches_its_record_and_ring_and_latency_bound_cases_stay_wi
             assert!(r.target <= 0.05 && r.within(), "{case}: {r:?}");
         }
     }
-    // A web-search mix, timed by per-link packet simulations at flow level: p50 and p99
-    // slowdown within 15 % on both fabrics (RoCEv2's p50 was +17.8 % while every port's
+    // Web-search mixes, timed by per-link packet simulations at flow level: p50 and p99
+    // slowdown within 15 % (RoCEv2's p50 on the fat-tree was +17.8 % while every port's
     // simulation sent each message at its NIC's rate, also where a port before held it).
-    for (fabric, metric) in [
-        ("infiniband", "slowdown_p50"),
-        ("infiniband", "slowdown_p99"),
-        ("rocev2", "slowdown_p50"),
-        ("rocev2", "slowdown_p99"),
+    // On the 4:1 leaf-spine InfiniBand's p99 is a recorded miss: credits back a
+    // congested downlink up into switches whose other flows no port's simulation holds.
+    for (case, fabric, metric) in [
+        ("websearch-k8-50", "infiniband", "slowdown_p50"),
+        ("websearch-k8-50", "infiniband", "slowdown_p99"),
+        ("websearch-k8-50", "rocev2", "slowdown_p50"),
+        ("websearch-k8-50", "rocev2", "slowdown_p99"),
+        ("websearch-leaf-spine-4to1", "infiniband", "slowdown_p50"),
+        ("websearch-leaf-spine-4to1", "rocev2", "slowdown_p50"),
+        ("websearch-leaf-spine-4to1", "rocev2", "slowdown_p99"),
     ] {
         let r = rows
             .iter()
-            .find(|r| r.case == "websearch-k8-50" && r.fabric == fabric && r.metric == metric)
-            .expect("the web-search case");
+            .find(|r| r.case == case && r.fabric == fabric && r.metric == metric)
+            .expect("a web-search case");
         assert!(r.target <= 0.15 && r.within(), "{r:?}");
     }
-    // Incasts, 8:1 to 31:1, and all-to-alls (on a fat-tree, and across a 4:1
+    // Incasts, 8:1 to 48:1, and all-to-alls (on a fat-tree, and across a 4:1
     // leaf-spine's uplinks): completion within 10 % (issue 32), as means over seeds
     // until the error is settled: DCQCN's cuts where many senders meet move by seed (the
-    // RoCEv2 all-to-all takes 370 to 744 us at packet level over seeds 1 to 40).
+    // RoCEv2 all-to-all takes 370 to 744 us at packet level over seeds 1 to 40). Behind
+    // 8:1 oversubscribed uplinks the receiver's port's simulation holds the uplinks that
+    // pace its senders (RoCEv2 +17.9 % with the sources straight behind the spines).
     for case in [
         "incast-8to1",
         "incast-16to1-leaves",
         "incast-24to1-leaves",
         "incast-31to1",
+        "incast-48to1-oversubscribed",
         "alltoall-16",
         "alltoall-32-leaf-spine",
     ] {

@@ -8,10 +8,12 @@
 //! them may cross at the same time is then simulated on its own at packet level, with the
 //! scenario's own fabric settings (PFC, ECN, DCQCN or credits), on a small topology that
 //! keeps what decides its queue:
-//! - the switch the port leaves, with its real number of ports (the shared buffer and
-//!   PFC headroom are divided as there), and each link into it that those messages come
-//!   in on, at its rate, behind which an upstream switch (again with its real number of
-//!   ports) holds their sources' own links;
+//! - the port's in-tree: the switch it leaves and every link and switch its messages
+//!   cross before it, back to their sources' own links, each switch with its real number
+//!   of ports (the shared buffer and PFC headroom are divided as there). Upstream queues
+//!   of these messages form there as in the whole network (an oversubscribed leaf's
+//!   uplinks pace an incast's senders); a link beyond the port's switch that one link no
+//!   faster feeds cannot queue and is left out, its delay kept;
 //! - behind the port, their destinations, on links no slower than the port (a
 //!   destination's own link is its own simulation's business).
 //!
@@ -392,7 +394,11 @@ fn link_sim(
     LinkSim {
         port: own,
         from_ports: if leaves_host { 0 } else { ports_at(topo, p) },
-        to_ports: if reaches_host { 0 } else { ports_at(topo, peer) },
+        to_ports: if reaches_host {
+            0
+        } else {
+            ports_at(topo, peer)
+        },
         groups: feeds(topo, &leaves, 0),
         dsts: if reaches_host {
             Vec::new()
@@ -864,6 +870,85 @@ mod tests {
             let same: Vec<&LinkFlow> = shaped.flows.iter().filter(|f| f.message == m).collect();
             assert_eq!(same, vec![&sim.flows[m as usize]]);
         }
+    }
+
+    #[test]
+    fn a_ports_simulation_holds_its_messages_in_tree_back_to_their_sources() {
+        // Hosts 4, 5 and 6 on leaf 1 of a 2-leaf, 2-spine leaf-spine send to host 0:
+        // 4 and 5 through spine 0, 6 through spine 1.
+        let rate = BitRate::gbps(400);
+        let delay = Time::from_ns(25);
+        let topo = Topology::leaf_spine(8, 2, 2, rate, rate, delay).unwrap();
+        let (leaf0, leaf1, spine0, spine1) = (8, 9, 10, 11);
+        let port = |from: u32, to: u32| -> PortId {
+            let node = fabricsim_core::units::NodeId(from);
+            *topo
+                .node_ports(node)
+                .iter()
+                .find(|&&q| topo.port(topo.port(q).peer).node.0 == to)
+                .expect("a link")
+        };
+        let via = |src: u32, spine: u32| {
+            vec![
+                topo.host_port(HostId(src)),
+                port(leaf1, spine),
+                port(spine, leaf0),
+                port(leaf0, 0),
+            ]
+        };
+        let paths = [via(4, spine0), via(5, spine0), via(6, spine1)];
+        let traffic: Vec<Traffic> = [4, 5, 6]
+            .map(|src| Traffic::Flow {
+                src: HostId(src),
+                dst: HostId(0),
+                size: 1 << 20,
+                start: Time::ZERO,
+                sl: 0,
+            })
+            .to_vec();
+        let w = build(&traffic, 1);
+        let paths: Vec<&[PortId]> = paths.iter().map(Vec::as_slice).collect();
+        let sim = link_sim(&topo, &w, &paths, port(leaf0, 0), &[(0, 3), (1, 3), (2, 3)]);
+        let host = (rate.bps(), delay.ps());
+        let source = |wire| Feed {
+            link: wire,
+            upstream_ports: 0,
+            feeds: Vec::new(),
+        };
+        // Spine 0's downlink is fed by leaf 1's uplink, which two sources feed: kept.
+        // Spine 1's is fed by an uplink one host feeds at its rate: that uplink cannot
+        // queue, so the host comes straight into spine 1, over both delays.
+        assert_eq!(
+            sim.groups,
+            vec![
+                Feed {
+                    link: host,
+                    upstream_ports: 2,
+                    feeds: vec![Feed {
+                        link: host,
+                        upstream_ports: 6,
+                        feeds: vec![source(host), source(host)],
+                    }],
+                },
+                Feed {
+                    link: host,
+                    upstream_ports: 2,
+                    feeds: vec![source((rate.bps(), 2 * delay.ps()))],
+                },
+            ]
+        );
+        let at: Vec<(u32, u32)> = sim.flows.iter().map(|f| (f.group, f.source)).collect();
+        assert_eq!(at, vec![(0, 0), (0, 1), (1, 2)]);
+        let mini = sim.topology().unwrap();
+        assert_eq!(mini.sources.len(), 3);
+        // Leaf 1 twice over (its real 6 ports, padded), a spine of 2 ports per group, the
+        // port's leaf of 6: every switch keeps its real port count.
+        let switches: Vec<usize> = (0..mini.topo.nodes().len() as u32)
+            .map(fabricsim_core::units::NodeId)
+            .filter(|&n| matches!(mini.topo.nodes()[n.index()], NodeKind::Switch { .. }))
+            .map(|n| mini.topo.node_ports(n).len())
+            .collect();
+        assert_eq!(switches, vec![6, 2, 6, 2]);
     }
 
     #[test]
