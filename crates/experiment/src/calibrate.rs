@@ -92,7 +92,7 @@ pub fn run_case(file: &Path, catalog: &Catalog) -> Result<Vec<Calibration>, Stri
         .traffic
         .iter()
         .any(|t| matches!(t, Traffic::Listed { .. } | Traffic::Background(_)));
-    let draws = all_to_all(&base) || open_loop(&base);
+    let draws = all_to_all(&base) || base.open_loop_traffic();
     let mut rows = Vec::new();
     for fabric in [FabricKind::Infiniband, FabricKind::Rocev2] {
         // One run's figures and wall time at `level` on the case's `k`-th seed.
@@ -198,21 +198,6 @@ pub const SETTLED_SHARE: f64 = 1.0 / 3.0;
 /// The most seeds a case runs on at each level. A project choice: forty RoCEv2 runs of
 /// the all-to-all across a 4:1 leaf-spine take about 15 s at flow level on this machine.
 pub const MAX_SEEDS: u64 = 40;
-
-/// Whether every traffic entry of `s` starts its messages at given times, none waiting
-/// for another (flows, incasts, permutations, flow lists, background mixes).
-fn open_loop(s: &Scenario) -> bool {
-    s.traffic.iter().all(|t| {
-        matches!(
-            t,
-            Traffic::Flow { .. }
-                | Traffic::Incast { .. }
-                | Traffic::Permutation { .. }
-                | Traffic::Listed { .. }
-                | Traffic::Background(_)
-        )
-    })
-}
 
 /// Runs every case of the suite in `dir`, in name order.
 pub fn run_suite(dir: &Path, catalog: &Catalog) -> Result<Vec<Calibration>, String> {

@@ -494,18 +494,23 @@ fn calibration_suite_matches_its_record_and_ring_and_latency_bound_cases_stay_wi
 
 #[test]
 fn flow_level_refuses_what_it_does_not_model_and_auto_warns_of_it() {
-    let traffic = "[topology]\nkind = \"single-switch\"\nhosts = 4\n[[traffic]]\nkind = \"incast\"\nsenders = [1, 2, 3]\ndst = 0\nsize = \"1MiB\"\n";
-    for (ib, key) in [
+    // A ring all-reduce waits step by step: the fluid times it, and holds none of these.
+    let traffic = "[topology]\nkind = \"single-switch\"\nhosts = 4\n[[traffic]]\nkind = \"collective\"\nop = \"all-reduce\"\nalgorithm = \"ring\"\nsize = \"1MiB\"\n";
+    for (fabric, key) in [
         (
-            "congestion_control = true\n",
+            "kind = \"infiniband\"\n[fabric.infiniband]\ncongestion_control = true\n",
             "fabric.infiniband.congestion_control",
         ),
         (
-            "virtual_lanes = 2\nvl_weights = [255, 32]\n",
+            "kind = \"infiniband\"\n[fabric.infiniband]\nvirtual_lanes = 2\nvl_weights = [255, 32]\n",
             "fabric.infiniband.vl_weights",
         ),
+        (
+            "kind = \"rocev2\"\n[fabric.rocev2]\ncongestion_control = \"hpcc\"\n",
+            "fabric.rocev2.congestion_control",
+        ),
     ] {
-        let fabric = format!("[fabric]\nkind = \"infiniband\"\n[fabric.infiniband]\n{ib}");
+        let fabric = format!("[fabric]\n{fabric}");
         let err = Scenario::parse(
             &format!("[simulation]\nlevel = \"flow\"\n{fabric}{traffic}"),
             "s",
@@ -529,6 +534,92 @@ fn flow_level_refuses_what_it_does_not_model_and_auto_warns_of_it() {
     // Equal weights are what flow level's fair share is.
     let equal = format!("[simulation]\nlevel = \"flow\"\n[fabric]\nkind = \"infiniband\"\n[fabric.infiniband]\nvirtual_lanes = 2\nvl_weights = [64, 64]\n{traffic}");
     assert!(Scenario::parse(&equal, "s").is_ok());
+    // Open-loop traffic whose messages spread over paths cannot be held by per-link
+    // simulations either: refused with adaptive routing.
+    let spread = "[simulation]\nlevel = \"flow\"\n[fabric]\nkind = \"infiniband\"\n[fabric.infiniband]\nadaptive_routing = true\ncongestion_control = true\n[topology]\nkind = \"leaf-spine\"\nhosts = 8\nleaves = 2\nspines = 2\n[[traffic]]\nkind = \"permutation\"\nsize = \"1MiB\"\n";
+    let err = Scenario::parse(spread, "s").unwrap_err().to_string();
+    assert!(
+        err.contains("fabric.infiniband.congestion_control"),
+        "{err}"
+    );
+}
+
+/// Open-loop traffic at flow level runs per-link packet simulations with the scenario's
+/// own fabric settings, so the mechanisms the fluid leaves out are modelled there:
+/// InfiniBand's VL arbitration weights and congestion control, RoCEv2's HPCC, Swift and
+/// TIMELY. Each agrees with packet level, and the weights order the VLs at both levels.
+#[test]
+fn open_loop_traffic_at_flow_level_models_vl_weights_and_every_congestion_control() {
+    let topology = "[topology]\nkind = \"leaf-spine\"\nhosts = 32\nleaves = 4\nspines = 4\n";
+    let incast = |senders: std::ops::Range<u32>, sl: u8| {
+        let senders: Vec<String> = senders.map(|h| h.to_string()).collect();
+        format!(
+            "[[traffic]]\nkind = \"incast\"\nsenders = [{}]\ndst = 0\nsize = \"512KiB\"\nsl = {sl}\n",
+            senders.join(", ")
+        )
+    };
+    let fct = |o: &Outcome, sl: u8| -> Vec<f64> {
+        o.report
+            .flows
+            .iter()
+            .filter(|f| (f.src < 16) == (sl == 0))
+            .map(|f| (f.finish.unwrap() - f.start).ps() as f64)
+            .collect()
+    };
+    // Eight senders on VL 0 and eight on VL 1 into one host, weights 255 : 32.
+    let weighted = scenario(&format!(
+        "[fabric]\nkind = \"infiniband\"\n[fabric.infiniband]\nvirtual_lanes = 2\nvl_weights = [255, 32]\n{topology}{}{}",
+        incast(8..16, 0),
+        incast(16..24, 1)
+    ));
+    let (flow, packet) = (at(Level::Flow, &weighted), at(Level::Packet, &weighted));
+    for sl in [0, 1] {
+        for (f, p) in fct(&flow, sl).iter().zip(fct(&packet, sl)) {
+            assert!((f / p - 1.0).abs() < 0.05, "VL {sl}: {f} against {p}");
+        }
+    }
+    let mean = |v: Vec<f64>| v.iter().sum::<f64>() / v.len() as f64;
+    for o in [&flow, &packet] {
+        // VL 0 takes most of the link until it is done: its eight finish in about half
+        // the time all sixteen take.
+        assert!(mean(fct(o, 0)) < 0.7 * mean(fct(o, 1)));
+    }
+    // An incast across the leaves beside a permutation, under each congestion control.
+    for fabric in [
+        "kind = \"infiniband\"\n[fabric.infiniband]\ncongestion_control = true\n",
+        "kind = \"rocev2\"\n[fabric.rocev2]\ncongestion_control = \"hpcc\"\n",
+        "kind = \"rocev2\"\n[fabric.rocev2]\ncongestion_control = \"swift\"\n",
+        "kind = \"rocev2\"\n[fabric.rocev2]\ncongestion_control = \"timely\"\n",
+    ] {
+        let s = scenario(&format!(
+            "[fabric]\n{fabric}{topology}{}[[traffic]]\nkind = \"permutation\"\nsize = \"1MiB\"\nhosts = [24, 25, 26, 27, 28, 29, 30, 31]\n",
+            incast(8..24, 0)
+        ));
+        let (flow, packet) = (at(Level::Flow, &s), at(Level::Packet, &s));
+        assert!(
+            flow.flow_notes.iter().any(|n| n.contains("Parsimon")),
+            "{fabric}"
+        );
+        let summary = |o: &Outcome| {
+            let mut t: Vec<f64> = o
+                .report
+                .flows
+                .iter()
+                .map(|f| (f.finish.unwrap() - f.start).ps() as f64)
+                .collect();
+            t.sort_by(f64::total_cmp);
+            (t[t.len() / 2], t[t.len() - 1])
+        };
+        let ((f50, fmax), (p50, pmax)) = (summary(&flow), summary(&packet));
+        assert!(
+            (f50 / p50 - 1.0).abs() < 0.10,
+            "{fabric}: p50 {f50} against {p50}"
+        );
+        assert!(
+            (fmax / pmax - 1.0).abs() < 0.10,
+            "{fabric}: last {fmax} against {pmax}"
+        );
+    }
 }
 
 #[test]

@@ -11,7 +11,7 @@ use crate::formats::pcap::{self, LinkType};
 pub use crate::outcome::{Capture, Outcome};
 use crate::output;
 use crate::results::{self, Summary};
-use crate::scenario::{FabricKind, OpenLoop, Scenario};
+use crate::scenario::{fluid_unmodelled, FabricKind, Level, OpenLoop, Scenario};
 use fabric_config::flow_config;
 use fabricsim_core::topology::Topology;
 use fabricsim_core::units::HostId;
@@ -125,6 +125,7 @@ pub fn run_threaded(
     let (mut probe, mut probed) = (0, 1);
     let mut per_link = None;
     let mut per_link_refused: Option<String> = None;
+    let mut unmodelled: Option<String> = None;
     let how = SplitRun {
         threads,
         trial,
@@ -160,6 +161,22 @@ pub fn run_threaded(
                         flow.track_bottlenecks();
                         per_link = Some((p, paths));
                     }
+                }
+            }
+            if per_link.is_none() {
+                // The scenario's check let it through as held by per-link simulations:
+                // refused where flow level was asked for, warned of under `auto`.
+                if let Some(why) = fluid_unmodelled(scenario) {
+                    let here = per_link_refused
+                        .as_deref()
+                        .unwrap_or("its messages wait for others");
+                    let why = format!("{why}, and here {here}");
+                    if !matches!(scenario.level, Level::Auto(_)) {
+                        return Err(format!("{why}: give --level packet"));
+                    }
+                    unmodelled = Some(format!(
+                        "flow level: warning: {why}; the fluid runs without it"
+                    ));
                 }
             }
             if scenario.fabric == FabricKind::Rocev2
@@ -302,6 +319,9 @@ pub fn run_threaded(
         notes.get_or_insert_with(Vec::new).push(format!(
             "flow level: the messages start on their own (open loop), but {why}: max-min sharing times them instead (less sure: BENCHMARKS.md)"
         ));
+    }
+    if let Some(warning) = unmodelled {
+        notes.get_or_insert_with(Vec::new).push(warning);
     }
     if progress {
         for note in notes.iter().flatten() {

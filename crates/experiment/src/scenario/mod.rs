@@ -31,7 +31,7 @@ pub use failure::{describe_nodes, FailedPart, FailureSpec};
 pub use nccl::NcclSettings;
 pub use placement::{Job, Placement};
 pub(crate) use simulation::packets_only;
-pub use simulation::{flow_unmodelled, Auto, Level, OpenLoop, DEFAULT_BUDGET};
+pub use simulation::{flow_unmodelled, fluid_unmodelled, Auto, Level, OpenLoop, DEFAULT_BUDGET};
 pub use topology::{TopologySpec, NO_NVLS};
 
 use crate::catalog::{Catalog, ItemKind};
@@ -201,6 +201,21 @@ const DEFAULT_SCENARIO: &str = include_str!("../../../../examples/default.toml")
 const DEFAULT_CLUSTER: &str = include_str!("../../../../examples/cluster-default.toml");
 
 impl Scenario {
+    /// Whether every traffic entry starts its messages at given times, none waiting for
+    /// another (flows, incasts, permutations, flow lists, background mixes).
+    pub fn open_loop_traffic(&self) -> bool {
+        self.traffic.iter().all(|t| {
+            matches!(
+                t,
+                Traffic::Flow { .. }
+                    | Traffic::Incast { .. }
+                    | Traffic::Permutation { .. }
+                    | Traffic::Listed { .. }
+                    | Traffic::Background(_)
+            )
+        })
+    }
+
     /// The built-in default scenario, named "default".
     pub fn builtin_default() -> Result<Scenario, ScenarioError> {
         Scenario::parse(DEFAULT_SCENARIO, "default")

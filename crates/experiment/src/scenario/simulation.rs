@@ -143,34 +143,60 @@ pub(super) fn flow_refusal(s: &Scenario) -> Option<String> {
     packets_only(s).or_else(|| flow_unmodelled(s))
 }
 
-/// What flow level does not model in `s`: RoCEv2's flowlets and HPCC, Swift and TIMELY;
-/// InfiniBand's congestion control (FECN, BECN and the CCT cut senders below their fair
-/// share) and unequal VL arbitration weights (flows share a port fairly whatever their VL).
+/// What flow level does not model in `s`: RoCEv2's flowlets, and where its fluid times
+/// the traffic ([`per_link_holds`] false), HPCC, Swift and TIMELY, InfiniBand's
+/// congestion control (FECN, BECN and the CCT cut senders below their fair share) and
+/// unequal VL arbitration weights (the fluid shares a port fairly whatever the VL).
 pub fn flow_unmodelled(s: &Scenario) -> Option<String> {
     use super::FabricKind;
     if s.fabric == FabricKind::Rocev2 {
         if let LoadBalancing::Flowlet { .. } = s.roce.load_balancing {
             return Some("fabric.rocev2.load_balancing = \"flowlet\": flowlets are not modelled at flow level (it keeps each QP's ECMP path; a ring beside a permutation measured +60 % against packet level, BENCHMARKS.md)".into());
         }
-        if let Some(cc) = &s.roce.ack_cc {
-            return Some(format!(
-                "fabric.rocev2.congestion_control = \"{}\": its reaction to ACKs (INT or delay) is not modelled at flow level, whose RoCEv2 sharing is calibrated for DCQCN and for none (selective repeat on a lossless fabric is: it changes nothing there)",
-                cc.name()
-            ));
-        }
+    }
+    if per_link_holds(s) {
         return None;
+    }
+    fluid_unmodelled(s)
+}
+
+/// What flow level's fluid does not model in `s` (flowlets aside): the mechanisms that
+/// only its per-link packet simulations hold.
+pub fn fluid_unmodelled(s: &Scenario) -> Option<String> {
+    use super::FabricKind;
+    const HELD: &str = "flow level models it only by per-link packet simulations, of open-loop traffic (flows, incasts, permutations, flow lists, background mixes) on fixed paths";
+    if s.fabric == FabricKind::Rocev2 {
+        return s.roce.ack_cc.as_ref().map(|cc| {
+            format!(
+                "fabric.rocev2.congestion_control = \"{}\": its reaction to ACKs (INT or delay) is not modelled by flow level's fluid, whose RoCEv2 sharing is calibrated for DCQCN and for none; {HELD}",
+                cc.name()
+            )
+        });
     }
     let ib = &s.ib;
     if ib.congestion_control.is_some() {
-        return Some("fabric.infiniband.congestion_control = true: FECN/BECN congestion control is not modelled at flow level (flows keep their fair share)".into());
+        return Some(format!("fabric.infiniband.congestion_control = true: FECN/BECN congestion control is not modelled by flow level's fluid (flows keep their fair share); {HELD}"));
     }
     let weights = &ib.vl_weights;
     if ib.virtual_lanes > 1 && weights.iter().any(|&w| w != weights[0]) {
         return Some(format!(
-            "fabric.infiniband.vl_weights = {weights:?}: VL arbitration weights are not modelled at flow level (flows share each port fairly whatever their VL)"
+            "fabric.infiniband.vl_weights = {weights:?}: VL arbitration weights are not modelled by flow level's fluid (it shares each port fairly whatever the VL); {HELD}"
         ));
     }
     None
+}
+
+/// Whether flow level times `s`'s traffic by per-link packet simulations, which run the
+/// scenario's own fabric settings: open-loop traffic, `simulation.open_loop` not
+/// "fluid", on one path per message (no adaptive routing or spraying). The run still
+/// refuses (warns under `auto`) where its plan is over `runner::per_link::PACKET_BUDGET`.
+fn per_link_holds(s: &Scenario) -> bool {
+    use super::FabricKind;
+    let fixed_paths = match s.fabric {
+        FabricKind::Infiniband => !s.ib.adaptive_routing,
+        FabricKind::Rocev2 => s.roce.load_balancing == LoadBalancing::Ecmp,
+    };
+    s.open_loop == OpenLoop::PerLink && s.open_loop_traffic() && fixed_paths
 }
 
 /// The mechanisms only packets show in `s`, if any.
