@@ -327,6 +327,7 @@ fn is_host(topo: &Topology, p: PortId) -> bool {
     matches!(topo.nodes()[topo.port(p).node.index()], NodeKind::Host(_))
 }
 
+/// Ports of the node that port `q` leaves.
 fn ports_at(topo: &Topology, q: PortId) -> u32 {
     topo.node_ports(topo.port(q).node).len() as u32
 }
@@ -345,17 +346,18 @@ fn link_sim(
     let leaves_host = is_host(topo, p);
     let peer = topo.port(p).peer;
     let reaches_host = is_host(topo, peer);
-    let prefix = |m: u32, hop: usize| -> Prefix {
-        paths[m as usize][..hop].iter().rev().map(|q| q.0).collect()
-    };
+    // Each message's ports before p, nearest first (none where p leaves a host).
+    let before: Vec<Prefix> = flows
+        .iter()
+        .map(|&(m, hop)| paths[m as usize][..hop].iter().rev().map(|q| q.0).collect())
+        .collect();
     // The in-tree's leaves: in sorted order they are its sources depth first, and their
     // first ports the links into p's switch in port order.
-    let mut prefixes: BTreeMap<Prefix, ()> = BTreeMap::new();
+    let mut prefixes: BTreeMap<&[u32], ()> = BTreeMap::new();
     let mut ingress: BTreeMap<u32, ()> = BTreeMap::new();
     let mut dsts: BTreeMap<u32, ()> = BTreeMap::new();
-    for &(m, hop) in flows {
+    for (&(m, _), mine) in flows.iter().zip(&before) {
         if !leaves_host {
-            let mine = prefix(m, hop);
             ingress.insert(mine[0], ());
             prefixes.insert(mine, ());
         }
@@ -364,14 +366,14 @@ fn link_sim(
     let slot = |map: &BTreeMap<u32, ()>, k: u32| map.range(..k).count() as u32;
     let link_flows = flows
         .iter()
+        .zip(&before)
         .enumerate()
-        .map(|(i, &(m, hop))| {
+        .map(|(i, (&(m, _), mine))| {
             let msg = &w.messages[m as usize];
             let (group, source) = if leaves_host {
                 (0, 0)
             } else {
-                let mine = prefix(m, hop);
-                let source = prefixes.range(..mine.clone()).count() as u32;
+                let source = prefixes.range(..mine.as_slice()).count() as u32;
                 (slot(&ingress, mine[0]), source)
             };
             LinkFlow {
@@ -390,7 +392,7 @@ fn link_sim(
         })
         .collect();
     let own = wire(topo, p);
-    let leaves: Vec<&[u32]> = prefixes.keys().map(Vec::as_slice).collect();
+    let leaves: Vec<&[u32]> = prefixes.keys().copied().collect();
     LinkSim {
         port: own,
         from_ports: if leaves_host { 0 } else { ports_at(topo, p) },
