@@ -20,7 +20,7 @@ use fabricsim_fabric::flow::{self, Sharing, QUEUE_QUANTILES};
 use fabricsim_fabric::infiniband::{self, CaptureFilter};
 use fabricsim_fabric::parallel::SplitRun;
 pub use fabricsim_fabric::parallel::Trial;
-use fabricsim_fabric::rocev2;
+use fabricsim_fabric::rocev2::{self, LoadBalancing};
 use fabricsim_fabric::workload::datapath::{self};
 use fabricsim_fabric::workload::{build, build_with, Traffic};
 use fabricsim_fabric::EventDriven;
@@ -148,8 +148,10 @@ pub fn run_threaded(
             let mut flow = flow::Simulation::new(cfg, topo, &workload, scenario.stop_at)?;
             if let Some(topo) = open_loop {
                 let paths = flow.network_paths();
-                match per_link::plan(&topo, &workload, &paths, mtu) {
-                    None => per_link_refused = Some("some messages spread over several paths (adaptive routing or spraying), which one port's simulation cannot hold".to_string()),
+                let sprayed = scenario.fabric == FabricKind::Rocev2
+                    && scenario.roce.load_balancing == LoadBalancing::Spray;
+                match per_link::plan(&topo, &workload, &paths, mtu, sprayed) {
+                    None => per_link_refused = Some("some messages spread over several paths by adaptive routing, which one port's simulation cannot hold".to_string()),
                     Some(p) if p.packets() > per_link::PACKET_BUDGET => {
                         per_link_refused = Some(format!(
                             "its ports' simulations would carry {} packets, over the {} the budget allows",
@@ -159,7 +161,7 @@ pub fn run_threaded(
                     }
                     Some(p) => {
                         flow.track_bottlenecks();
-                        per_link = Some((p, paths));
+                        per_link = Some(p);
                     }
                 }
             }
@@ -303,9 +305,9 @@ pub fn run_threaded(
         ),
     };
     let mut wall_seconds = wall_seconds;
-    if let Some((plan, paths)) = &per_link {
+    if let Some(plan) = &per_link {
         let started = Instant::now();
-        let ran = per_link::apply(plan, scenario, paths, &bottlenecks, threads, &mut report)?;
+        let ran = per_link::apply(plan, scenario, &bottlenecks, threads, &mut report)?;
         wall_seconds += started.elapsed().as_secs_f64();
         notes.get_or_insert_with(Vec::new).push(format!(
             "flow level: the messages start on their own (open loop), so each of the {} ports two of them may share at once was simulated at packet level with their traffic ({} distinct simulations, {} packets; {} of them with messages that flow level holds at a port before theirs sent in parts spread over the delay that port gave them), and each message completes at its ideal time plus the largest delay one of them gave it (Parsimon's decomposition)",

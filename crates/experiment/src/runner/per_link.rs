@@ -17,6 +17,11 @@
 //! - behind the port, their destinations, on links no slower than the port (a
 //!   destination's own link is its own simulation's business).
 //!
+//! A message that RoCEv2 sprays packet by packet is cut into equal parts, one on each of
+//! its candidate paths (at most [`MAX_SPRAYED_PATHS`]), each coming from a source link
+//! of its own at its share of the source's rate, and leaves its NIC whole; one that
+//! adaptive routing steers by queues has no plan.
+//!
 //! Ports whose simulations are equal (a permutation's symmetric uplinks) are simulated
 //! once. A message's FCT is its ideal FCT plus the largest delay beyond ideal any of its
 //! ports' simulations gave it: the simulation of a message's last bottleneck already
@@ -35,7 +40,7 @@
 //! uplinks). Measured in BENCHMARKS.md ("Held messages reach the next port late").
 
 use crate::scenario::{FabricKind, Scenario};
-use fabricsim_core::topology::{GraphLink, NodeKind, Topology};
+use fabricsim_core::topology::{GraphLink, NodeKind, Routes, Topology};
 use fabricsim_core::units::{BitRate, HostId, PortId, Time};
 use fabricsim_fabric::flow::NetworkPath;
 use fabricsim_fabric::report::RunReport;
@@ -128,6 +133,7 @@ struct LinkFlow {
 /// message shaped, the messages it holds (in its flows' order), and the rounds in which
 /// the ports are simulated (a port after every port its messages cross before it).
 pub struct Plan {
+    units: Vec<Unit>,
     ports: Vec<PortSim>,
     rounds: Vec<Vec<usize>>,
     packets: u64,
@@ -137,6 +143,7 @@ pub struct Plan {
 /// A simulated port of a [`Plan`].
 struct PortSim {
     sim: LinkSim,
+    /// The units it holds (indices into `Plan::units`), in its flows' order.
     messages: Vec<u32>,
     /// For each message, the simulated ports it crosses before this one: each as
     /// (index into `Plan::ports`, the message's place among that port's messages).
@@ -167,40 +174,106 @@ impl Plan {
     }
 }
 
-/// The plan for `w`'s messages on their `paths` (flow level's, by message index); None
-/// where some network message spreads over several paths (adaptive routing, spraying),
-/// which a port's simulation cannot hold.
-pub fn plan(topo: &Topology, w: &Workload, paths: &[NetworkPath], mtu: u32) -> Option<Plan> {
-    let mut on_port: Vec<Vec<(u32, usize)>> = vec![Vec::new(); topo.ports().len()];
-    let mut ports_of: Vec<&[PortId]> = vec![&[]; paths.len()];
+/// What the per-link simulations hold of a network message: the message on its path,
+/// or, where it is sprayed, one of the parts it is cut into, each on one of its
+/// candidate paths ([`sprayed_paths`]) at its share of its source's rate.
+#[derive(Clone, Debug)]
+struct Unit {
+    message: u32,
+    path: Vec<PortId>,
+    /// The first hop of `path` it is simulated at: 1 for a sprayed part, whose message
+    /// leaves its NIC whole (a unit of its own there, on that one port).
+    first_hop: usize,
+    size: u64,
+    /// The parts its message is cut into (1 where it keeps one path).
+    share: u32,
+}
+
+/// The most parts a sprayed message is cut into: every candidate path of a two-tier
+/// leaf-spine of up to 16 spines or a k=8 fat-tree (16 cores), a sample beyond. A
+/// project choice: each part is a message of its own in the simulations.
+pub const MAX_SPRAYED_PATHS: usize = 16;
+
+/// The plan for `w`'s messages on their `paths` (flow level's, by message index). A
+/// message that spreads over several paths is cut into parts on its candidate paths
+/// where `sprayed` (per-packet spraying: each path takes an equal share of it, so each
+/// part comes at that share of its source's rate); otherwise (adaptive routing, whose
+/// paths follow queues) there is no plan.
+pub fn plan(
+    topo: &Topology,
+    w: &Workload,
+    paths: &[NetworkPath],
+    mtu: u32,
+    sprayed: bool,
+) -> Option<Plan> {
+    let mut units = Vec::new();
+    let mut routes = None;
     for (i, p) in paths.iter().enumerate() {
+        let msg = &w.messages[i];
         match p {
             NetworkPath::Local => {}
-            NetworkPath::Spread => return None,
-            NetworkPath::Ports(ps) => {
-                ports_of[i] = ps;
-                for (hop, port) in ps.iter().enumerate() {
-                    on_port[port.0 as usize].push((i as u32, hop));
+            NetworkPath::Spread if !sprayed => return None,
+            NetworkPath::Spread => {
+                let routes = match &mut routes {
+                    Some(r) => r,
+                    None => routes.insert(Routes::minimal(topo).ok()?),
+                };
+                let candidates = sprayed_paths(topo, routes, msg.src, msg.dst);
+                let k = candidates
+                    .len()
+                    .min(msg.size.div_ceil(mtu as u64).max(1) as usize);
+                units.push(Unit {
+                    message: i as u32,
+                    path: vec![topo.host_port(msg.src)],
+                    first_hop: 0,
+                    size: msg.size,
+                    share: 1,
+                });
+                // Fewer parts than paths take paths in turn from one the message's index
+                // picks, so that short messages spread as their packets would.
+                let from = i % candidates.len();
+                let paths = candidates.iter().cycle().skip(from).take(k);
+                for (j, path) in paths.cloned().enumerate() {
+                    units.push(Unit {
+                        message: i as u32,
+                        path,
+                        first_hop: 1,
+                        size: msg.size / k as u64 + u64::from((j as u64) < msg.size % k as u64),
+                        share: k as u32,
+                    });
                 }
             }
+            NetworkPath::Ports(ps) => units.push(Unit {
+                message: i as u32,
+                path: ps.clone(),
+                first_hop: 0,
+                size: msg.size,
+                share: 1,
+            }),
+        }
+    }
+    let mut on_port: Vec<Vec<(u32, usize)>> = vec![Vec::new(); topo.ports().len()];
+    for (u, unit) in units.iter().enumerate() {
+        for (hop, port) in unit.path.iter().enumerate().skip(unit.first_hop) {
+            on_port[port.0 as usize].push((u as u32, hop));
         }
     }
     let mut simulated = vec![usize::MAX; on_port.len()];
     let mut ports = Vec::new();
     for (p, flows) in on_port.iter().enumerate() {
-        if !overlapping(topo, w, &ports_of, flows) {
+        if !overlapping(topo, w, &units, flows) {
             continue;
         }
         simulated[p] = ports.len();
         ports.push(PortSim {
-            sim: link_sim(topo, w, &ports_of, PortId(p as u32), flows),
+            sim: link_sim(topo, w, &units, PortId(p as u32), flows),
             messages: flows.iter().map(|&(m, _)| m).collect(),
             upstream: Vec::new(),
             hops: flows.iter().map(|&(_, hop)| hop).collect(),
         });
     }
-    // Each message's simulated ports: (hop, port, its place among the port's messages).
-    let mut crossed: Vec<Vec<(usize, usize, usize)>> = vec![Vec::new(); paths.len()];
+    // Each unit's simulated ports: (hop, port, its place among the port's units).
+    let mut crossed: Vec<Vec<(usize, usize, usize)>> = vec![Vec::new(); units.len()];
     for (p, flows) in on_port.iter().enumerate() {
         let k = simulated[p];
         if k != usize::MAX {
@@ -238,11 +311,45 @@ pub fn plan(topo: &Topology, w: &Workload, paths: &[NetworkPath], mtu: u32) -> O
         }
     }
     Some(Plan {
+        units,
         ports,
         rounds,
         packets,
         mtu,
     })
+}
+
+/// The candidate paths from `src` to `dst` (each switch's ports on a shortest path to
+/// `dst`, taken in every combination), at most [`MAX_SPRAYED_PATHS`]: where more would
+/// follow, each path so far takes one candidate more, in turn.
+fn sprayed_paths(topo: &Topology, routes: &Routes, src: HostId, dst: HostId) -> Vec<Vec<PortId>> {
+    let mut paths = vec![vec![topo.host_port(src)]];
+    loop {
+        let mut next = Vec::new();
+        let mut arrived = true;
+        for (j, path) in paths.iter().enumerate() {
+            let last = *path.last().expect("a path starts at its source");
+            let node = topo.port(topo.port(last).peer).node;
+            if matches!(topo.nodes()[node.index()], NodeKind::Host(_)) {
+                next.push(path.clone());
+                continue;
+            }
+            arrived = false;
+            let candidates = routes.candidates(node, dst);
+            let all = paths.len() * candidates.len() <= MAX_SPRAYED_PATHS;
+            for (c, &port) in candidates.iter().enumerate() {
+                if all || c == j % candidates.len() {
+                    let mut longer = path.clone();
+                    longer.push(port);
+                    next.push(longer);
+                }
+            }
+        }
+        paths = next;
+        if arrived {
+            return paths;
+        }
+    }
 }
 
 /// The ports in rounds: the first holds every port whose messages cross no simulated
@@ -283,27 +390,29 @@ fn rounds(ports: &[PortSim]) -> Vec<Vec<usize>> {
     rounds
 }
 
-/// Whether two of the messages crossing a port may be on it at once: each holds it from
-/// its start for its bytes at its path's slowest rate, plus its path's delays and a
-/// microsecond a hop (generous: a port wrongly found busy only costs a simulation).
-fn overlapping(topo: &Topology, w: &Workload, paths: &[&[PortId]], flows: &[(u32, usize)]) -> bool {
+/// Whether two of the units crossing a port may be on it at once: each holds it from
+/// its start for its bytes at its share of its path's slowest rate, plus its path's
+/// delays and a microsecond a hop (generous: a port wrongly found busy only costs a
+/// simulation).
+fn overlapping(topo: &Topology, w: &Workload, units: &[Unit], flows: &[(u32, usize)]) -> bool {
     if flows.len() < 2 {
         return false;
     }
     let mut spans: Vec<(u64, u64)> = flows
         .iter()
-        .map(|&(m, _)| {
-            let msg = &w.messages[m as usize];
-            let path = paths[m as usize];
-            let slowest = path
+        .map(|&(u, _)| {
+            let unit = &units[u as usize];
+            let msg = &w.messages[unit.message as usize];
+            let slowest = unit
+                .path
                 .iter()
                 .map(|&p| topo.port(p).rate)
                 .min_by_key(|r| r.bps())
                 .expect("a network path has ports");
-            let delays: u64 = path.iter().map(|&p| topo.port(p).delay.ps()).sum();
-            let hold = slowest.serialization(msg.size).ps()
+            let delays: u64 = unit.path.iter().map(|&p| topo.port(p).delay.ps()).sum();
+            let hold = slowest.serialization(unit.size).ps() * u64::from(unit.share)
                 + delays
-                + path.len() as u64 * Time::from_us(1).ps();
+                + unit.path.len() as u64 * Time::from_us(1).ps();
             (msg.start.ps(), msg.start.ps() + hold)
         })
         .collect();
@@ -335,46 +444,69 @@ fn ports_at(topo: &Topology, q: PortId) -> u32 {
 /// A message's ports before a switch, nearest first, as port numbers.
 type Prefix = Vec<u32>;
 
-/// Port `p`'s simulation for the messages `flows` (each with its hop at `p`).
+/// A leaf of a port's in-tree: a unit's ports before the port's switch, the parts its
+/// message is cut into (`Unit::share`), and for a part the unit itself: each part comes
+/// from a source link of its own at its share of the source's rate (so that it is also
+/// its ideal's rate), where whole messages from one source share its link.
+type Leaf<'a> = (&'a [u32], u32, u32);
+
+/// Port `p`'s simulation for the units `flows` (each with its hop at `p`).
 fn link_sim(
     topo: &Topology,
     w: &Workload,
-    paths: &[&[PortId]],
+    units: &[Unit],
     p: PortId,
     flows: &[(u32, usize)],
 ) -> LinkSim {
     let leaves_host = is_host(topo, p);
     let peer = topo.port(p).peer;
     let reaches_host = is_host(topo, peer);
-    // Each message's ports before p, nearest first (none where p leaves a host).
+    // Each unit's ports before p, nearest first (none where p leaves a host).
     let before: Vec<Prefix> = flows
         .iter()
-        .map(|&(m, hop)| paths[m as usize][..hop].iter().rev().map(|q| q.0).collect())
+        .map(|&(u, hop)| {
+            units[u as usize].path[..hop]
+                .iter()
+                .rev()
+                .map(|q| q.0)
+                .collect()
+        })
         .collect();
     // The in-tree's leaves: in sorted order they are its sources depth first, and their
     // first ports the links into p's switch in port order.
-    let mut prefixes: BTreeMap<&[u32], ()> = BTreeMap::new();
+    let leaf = |u: u32, mine: &'_ Prefix| -> (Vec<u32>, u32, u32) {
+        let unit = &units[u as usize];
+        let part_of = if unit.share > 1 { u } else { u32::MAX };
+        (mine.clone(), unit.share, part_of)
+    };
+    let keys: Vec<(Vec<u32>, u32, u32)> = flows
+        .iter()
+        .zip(&before)
+        .map(|(&(u, _), mine)| leaf(u, mine))
+        .collect();
+    let mut prefixes: BTreeMap<Leaf, ()> = BTreeMap::new();
     let mut ingress: BTreeMap<u32, ()> = BTreeMap::new();
     let mut dsts: BTreeMap<u32, ()> = BTreeMap::new();
-    for (&(m, _), mine) in flows.iter().zip(&before) {
+    for (&(u, _), key) in flows.iter().zip(&keys) {
         if !leaves_host {
-            ingress.insert(mine[0], ());
-            prefixes.insert(mine, ());
+            ingress.insert(key.0[0], ());
+            prefixes.insert((&key.0, key.1, key.2), ());
         }
-        dsts.insert(w.messages[m as usize].dst.0, ());
+        dsts.insert(w.messages[units[u as usize].message as usize].dst.0, ());
     }
     let slot = |map: &BTreeMap<u32, ()>, k: u32| map.range(..k).count() as u32;
     let link_flows = flows
         .iter()
-        .zip(&before)
+        .zip(&keys)
         .enumerate()
-        .map(|(i, (&(m, _), mine))| {
-            let msg = &w.messages[m as usize];
+        .map(|(i, (&(u, _), key))| {
+            let unit = &units[u as usize];
+            let msg = &w.messages[unit.message as usize];
             let (group, source) = if leaves_host {
                 (0, 0)
             } else {
-                let source = prefixes.range(..mine.as_slice()).count() as u32;
-                (slot(&ingress, mine[0]), source)
+                let source = prefixes.range(..(key.0.as_slice(), key.1, key.2)).count() as u32;
+                (slot(&ingress, key.0[0]), source)
             };
             LinkFlow {
                 message: i as u32,
@@ -385,14 +517,14 @@ fn link_sim(
                 } else {
                     slot(&dsts, msg.dst.0)
                 },
-                size: msg.size,
+                size: unit.size,
                 start: msg.start.ps(),
                 sl: msg.sl,
             }
         })
         .collect();
     let own = wire(topo, p);
-    let leaves: Vec<&[u32]> = prefixes.keys().copied().collect();
+    let leaves: Vec<Leaf> = prefixes.into_keys().collect();
     LinkSim {
         port: own,
         from_ports: if leaves_host { 0 } else { ports_at(topo, p) },
@@ -421,38 +553,41 @@ fn link_sim(
 /// switch `depth` hops back, in port order, each with the links that feed it in turn.
 /// Beyond the links into the port's switch, a link fed by one link no faster cannot
 /// queue: what feeds it comes straight on, over both delays.
-fn feeds(topo: &Topology, prefixes: &[&[u32]], depth: usize) -> Vec<Feed> {
+fn feeds(topo: &Topology, prefixes: &[Leaf], depth: usize) -> Vec<Feed> {
     let mut out = Vec::new();
     let mut rest = prefixes;
     while let Some(first) = rest.first() {
-        let q = first[depth];
-        let n = rest.iter().take_while(|l| l[depth] == q).count();
+        let q = first.0[depth];
+        let n = rest.iter().take_while(|l| l.0[depth] == q).count();
         let (these, after) = rest.split_at(n);
+        rest = after;
         let port = PortId(q);
         let link = wire(topo, port);
-        let feed = if is_host(topo, port) {
-            Feed {
+        if is_host(topo, port) {
+            // A source's own link, once for its whole messages and once for each
+            // sprayed part, at its share of it.
+            for &(_, share, _) in these {
+                out.push(Feed {
+                    link: (link.0 / u64::from(share), link.1),
+                    upstream_ports: 0,
+                    feeds: Vec::new(),
+                });
+            }
+            continue;
+        }
+        let mut behind = feeds(topo, these, depth + 1);
+        out.push(match behind.as_slice() {
+            [only] if depth > 0 && only.link.0 <= link.0 => {
+                let mut only = behind.pop().expect("one feed");
+                only.link.1 += link.1;
+                only
+            }
+            _ => Feed {
                 link,
-                upstream_ports: 0,
-                feeds: Vec::new(),
-            }
-        } else {
-            let mut behind = feeds(topo, these, depth + 1);
-            match behind.as_slice() {
-                [only] if depth > 0 && only.link.0 <= link.0 => {
-                    let mut only = behind.pop().expect("one feed");
-                    only.link.1 += link.1;
-                    only
-                }
-                _ => Feed {
-                    link,
-                    upstream_ports: ports_at(topo, port),
-                    feeds: behind,
-                },
-            }
-        };
-        out.push(feed);
-        rest = after;
+                upstream_ports: ports_at(topo, port),
+                feeds: behind,
+            },
+        });
     }
     out
 }
@@ -729,7 +864,6 @@ fn packet_report(
 pub fn apply(
     plan: &Plan,
     scenario: &Scenario,
-    paths: &[NetworkPath],
     bottlenecks: &[Option<usize>],
     threads: usize,
     report: &mut RunReport,
@@ -747,12 +881,14 @@ pub fn apply(
                     .iter()
                     .zip(&port.messages)
                     .zip(&port.hops)
-                    .map(|((before, &m), &hop)| {
+                    .map(|((before, &u), &hop)| {
+                        // A sprayed part's path is not flow level's, nor its bottleneck.
+                        let unit = &plan.units[u as usize];
                         let Some(b) = bottlenecks
-                            .get(m as usize)
+                            .get(unit.message as usize)
                             .copied()
                             .flatten()
-                            .filter(|&b| b < hop && r > 0)
+                            .filter(|&b| b < hop && r > 0 && unit.share == 1)
                         else {
                             return Time::ZERO;
                         };
@@ -790,12 +926,17 @@ pub fn apply(
     }
     let mut extra = vec![Time::ZERO; report.flows.len()];
     for (port, delays) in plan.ports.iter().zip(&delays) {
-        for (&m, &d) in port.messages.iter().zip(delays) {
-            extra[m as usize] = extra[m as usize].max(d);
+        for (&u, &d) in port.messages.iter().zip(delays) {
+            let m = plan.units[u as usize].message as usize;
+            extra[m] = extra[m].max(d);
         }
     }
+    let mut timed = vec![false; report.flows.len()];
+    for unit in &plan.units {
+        timed[unit.message as usize] = true;
+    }
     for (i, r) in report.flows.iter_mut().enumerate() {
-        if !matches!(paths[i], NetworkPath::Ports(_)) {
+        if !timed[i] {
             continue;
         }
         let finish = r.start + r.ideal + extra[i];
@@ -909,8 +1050,18 @@ mod tests {
             })
             .to_vec();
         let w = build(&traffic, 1);
-        let paths: Vec<&[PortId]> = paths.iter().map(Vec::as_slice).collect();
-        let sim = link_sim(&topo, &w, &paths, port(leaf0, 0), &[(0, 3), (1, 3), (2, 3)]);
+        let units: Vec<Unit> = paths
+            .into_iter()
+            .enumerate()
+            .map(|(m, path)| Unit {
+                message: m as u32,
+                path,
+                first_hop: 0,
+                size: 1 << 20,
+                share: 1,
+            })
+            .collect();
+        let sim = link_sim(&topo, &w, &units, port(leaf0, 0), &[(0, 3), (1, 3), (2, 3)]);
         let host = (rate.bps(), delay.ps());
         let source = |wire| Feed {
             link: wire,
@@ -951,6 +1102,33 @@ mod tests {
             .map(|n| mini.topo.node_ports(n).len())
             .collect();
         assert_eq!(switches, vec![6, 2, 6, 2]);
+    }
+
+    #[test]
+    fn a_sprayed_message_takes_every_candidate_path_up_to_the_most() {
+        let rate = BitRate::gbps(400);
+        let delay = Time::from_ns(25);
+        // A 4-spine leaf-spine: one path per spine, leaf to leaf.
+        let topo = Topology::leaf_spine(8, 2, 4, rate, rate, delay).unwrap();
+        let routes = Routes::minimal(&topo).unwrap();
+        let paths = sprayed_paths(&topo, &routes, HostId(0), HostId(7));
+        assert_eq!(paths.len(), 4);
+        let spines: BTreeMap<PortId, ()> = paths.iter().map(|p| (p[1], ())).collect();
+        assert_eq!(spines.len(), 4, "each through its own spine");
+        for p in &paths {
+            assert_eq!(p.len(), 4);
+            assert_eq!(p[0], topo.host_port(HostId(0)));
+            assert_eq!(topo.port(p[3]).peer, topo.host_port(HostId(7)));
+        }
+        // A k=8 fat-tree across pods: 4 aggregation switches times 4 cores, all distinct.
+        let topo = Topology::fat_tree(8, rate, delay).unwrap();
+        let routes = Routes::minimal(&topo).unwrap();
+        let paths = sprayed_paths(&topo, &routes, HostId(0), HostId(127));
+        assert_eq!(paths.len(), MAX_SPRAYED_PATHS);
+        let distinct: BTreeMap<Vec<PortId>, ()> = paths.iter().map(|p| (p.clone(), ())).collect();
+        assert_eq!(distinct.len(), 16);
+        // Within a leaf there is one path.
+        assert_eq!(sprayed_paths(&topo, &routes, HostId(0), HostId(1)).len(), 1);
     }
 
     #[test]

@@ -164,7 +164,7 @@ pub fn flow_unmodelled(s: &Scenario) -> Option<String> {
 /// only its per-link packet simulations hold.
 pub fn fluid_unmodelled(s: &Scenario) -> Option<String> {
     use super::FabricKind;
-    const HELD: &str = "flow level models it only by per-link packet simulations, of open-loop traffic (flows, incasts, permutations, flow lists, background mixes) on fixed paths";
+    const HELD: &str = "flow level models it only by per-link packet simulations, of open-loop traffic (flows, incasts, permutations, flow lists, background mixes) without adaptive routing";
     if s.fabric == FabricKind::Rocev2 {
         return s.roce.ack_cc.as_ref().map(|cc| {
             format!(
@@ -188,13 +188,17 @@ pub fn fluid_unmodelled(s: &Scenario) -> Option<String> {
 
 /// Whether flow level times `s`'s traffic by per-link packet simulations, which run the
 /// scenario's own fabric settings: open-loop traffic, `simulation.open_loop` not
-/// "fluid", on one path per message (no adaptive routing or spraying). The run still
+/// "fluid", on paths fixed in advance (per-QP ECMP, static routes, or RoCEv2's spraying,
+/// each part of a message on one of its paths; not adaptive routing). The run still
 /// refuses (warns under `auto`) where its plan is over `runner::per_link::PACKET_BUDGET`.
 fn per_link_holds(s: &Scenario) -> bool {
     use super::FabricKind;
     let fixed_paths = match s.fabric {
         FabricKind::Infiniband => !s.ib.adaptive_routing,
-        FabricKind::Rocev2 => s.roce.load_balancing == LoadBalancing::Ecmp,
+        FabricKind::Rocev2 => matches!(
+            s.roce.load_balancing,
+            LoadBalancing::Ecmp | LoadBalancing::Spray
+        ),
     };
     s.open_loop == OpenLoop::PerLink && s.open_loop_traffic() && fixed_paths
 }
