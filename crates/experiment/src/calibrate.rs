@@ -95,8 +95,8 @@ pub fn run_case(file: &Path, catalog: &Catalog) -> Result<Vec<Calibration>, Stri
     let draws = all_to_all(&base) || base.open_loop_traffic();
     let mut rows = Vec::new();
     for fabric in [FabricKind::Infiniband, FabricKind::Rocev2] {
-        // One run's figures and wall time at `level` on the case's `k`-th seed.
-        let run = |level: Level, k: u64| -> Result<(Figures, f64), String> {
+        // One run's figures, wall time and ECN marks at `level` on the case's `k`-th seed.
+        let run = |level: Level, k: u64| -> Result<(Figures, f64, u64), String> {
             let mut s = Scenario {
                 fabric,
                 seed: base.seed + k,
@@ -105,27 +105,44 @@ pub fn run_case(file: &Path, catalog: &Catalog) -> Result<Vec<Calibration>, Stri
             s.set_level(level).map_err(|e| e.to_string())?;
             let out = runner::run(&s, None, false)?;
             let summary = results::summary(&s, &out);
-            Ok((figures(&summary, &out, listed), summary.wall_seconds))
+            Ok((
+                figures(&summary, &out, listed),
+                summary.wall_seconds,
+                summary.ecn_marked,
+            ))
         };
         let (mut packet, mut flow): (Vec<Figures>, Vec<Figures>) = (Vec::new(), Vec::new());
         let (mut packet_wall, mut flow_wall) = (0.0, 0.0);
+        // Closed-loop traffic whose packet-level run marks packets draws too (see
+        // [`CLOSED_LOOP_SEEDS`]), on as many seeds as that.
+        let mut seeds_wanted = if draws { SEED_BATCH } else { 1 };
         loop {
             let done = packet.len() as u64;
-            for k in done..done + if draws { SEED_BATCH } else { 1 } {
-                let (figures, wall) = run(Level::Packet, k)?;
+            let mut marked = 0;
+            for k in done..seeds_wanted {
+                let (figures, wall, marks) = run(Level::Packet, k)?;
                 packet.push(figures);
                 packet_wall += wall;
-                let (figures, wall) = run(Level::Flow, k)?;
+                marked += marks;
+                let (figures, wall, _) = run(Level::Flow, k)?;
                 flow.push(figures);
                 flow_wall += wall;
+            }
+            if !draws {
+                if done == 0 && marked > 0 && CLOSED_LOOP_SEEDS > 1 {
+                    seeds_wanted = CLOSED_LOOP_SEEDS;
+                    continue;
+                }
+                break;
             }
             let settled = (0..packet[0].len()).all(|i| {
                 let (p, f) = (column(&packet, i), column(&flow, i));
                 error_standard_error(&p, &f) <= target(&packet[0][i].0) * SETTLED_SHARE
             });
-            if !draws || settled || packet.len() as u64 >= MAX_SEEDS {
+            if settled || packet.len() as u64 >= MAX_SEEDS {
                 break;
             }
+            seeds_wanted += SEED_BATCH;
         }
         let seeds = packet.len() as u32;
         for (i, (metric, _)) in packet[0].iter().enumerate() {
@@ -189,6 +206,18 @@ fn error_standard_error(packets: &[f64], flows: &[f64]) -> f64 {
 /// 555 us over seeds 1 to 20, BENCHMARKS.md), so one seed would compare coin flips.
 /// A project choice.
 const SEED_BATCH: u64 = 5;
+
+/// Seeds a closed-loop case (collectives, training) runs on at each level once its
+/// first packet-level run marks packets (RoCEv2's ECN): which packets RED marks, and so
+/// which connections DCQCN cuts and when, follows the seed, and a ring's time with them.
+/// Over seeds 1 to 5 packet level's collective time varies by 8 to 39 % (coefficient of
+/// variation; two 32-rank rings of 32 MiB on a 2:1 leaf-spine take 5.27 to 8.73 ms), and
+/// flow level's single-seed error on that case ran from -21 % to +22 % by seed
+/// (BENCHMARKS.md), so one seed would judge a draw. Its figures are the seeds' means,
+/// with packet level's spread and the error's standard error beside them, as an open-loop
+/// case's; they are not run until settled: a project choice, bounded by the test suite's
+/// time (each packet-level run of these cases takes up to about 10 s here).
+pub const CLOSED_LOOP_SEEDS: u64 = 5;
 
 /// A figure's error is settled once its standard error is at most this share of its
 /// target. A project choice: a third, so that an error judged against its target is

@@ -85,6 +85,7 @@ impl Simulation {
             (Some(_), Some(p)) if matches!(p, Pipeline::Ring { .. }) && resolved(p) => line,
             _ => paced,
         };
+        let pace = pace.min(f.ring_cap);
         match &f.rp {
             Some(rp) => pace.min(rp.rate().bps() as f64 / 8e12),
             None => pace,

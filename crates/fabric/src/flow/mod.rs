@@ -38,6 +38,7 @@ mod config;
 mod dcqcn;
 mod paths;
 mod pipeline;
+mod ring_progress;
 mod sharing;
 
 use crate::driver::BuildError;
@@ -115,6 +116,11 @@ pub(crate) struct Flow {
     bottleneck: u32,
     /// Whether the fluid's step lists it.
     cc_listed: bool,
+    /// A bandwidth-bound compact ring edge a step ahead of the edge into its sender: that
+    /// edge's rate, which it may not exceed ([`ring_progress`]); else infinite.
+    ring_cap: f64,
+    /// Whether the last re-share found it so bound.
+    ring_bound: bool,
 }
 
 driver::tracked_by_fields!(Flow);
@@ -141,6 +147,11 @@ pub(crate) enum Event {
     },
     /// The flow's last byte reached its receiver.
     Finished {
+        flow: u32,
+    },
+    /// A compact ring edge's lead on the edge into its sender reaches a step: it is
+    /// bound to that edge's rate ([`ring_progress`]).
+    Bound {
         flow: u32,
     },
     /// A compact chain or tree edge's first piece has reached its sender: it starts.
@@ -316,6 +327,11 @@ pub struct Simulation {
     /// ring's edges.
     ring_of: Vec<u32>,
     rings: Vec<Vec<u32>>,
+    /// Each compact ring edge's upstream edge (the edge into its sender, the next of its
+    /// ring's members), else [`NO_RING`].
+    ring_pred: Vec<u32>,
+    /// The re-share that last took in each ring's edges.
+    ring_round: Vec<u32>,
     /// Each ring's edges not yet posted, and those posted and held until they are (see
     /// `Simulation::post_after_feeds`).
     ring_unposted: Vec<u32>,
@@ -376,6 +392,8 @@ impl Simulation {
                 last_cnp: None,
                 bottleneck: NO_HOP,
                 cc_listed: false,
+                ring_cap: f64::INFINITY,
+                ring_bound: false,
             })
             .collect();
         let links = topo
@@ -419,6 +437,8 @@ impl Simulation {
             fed: Vec::new(),
             ring_of: Vec::new(),
             rings: Vec::new(),
+            ring_pred: Vec::new(),
+            ring_round: Vec::new(),
             ring_unposted: Vec::new(),
             ring_held: Vec::new(),
             fluid: dcqcn::FluidState::default(),
@@ -710,6 +730,7 @@ impl MessageFabric for Simulation {
             }
             Event::Reshare => self.reshare(),
             Event::FluidStep => self.fluid_step(),
+            Event::Bound { flow } => self.touch(flow),
         }
     }
 

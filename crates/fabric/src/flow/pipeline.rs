@@ -77,6 +77,7 @@ impl Simulation {
         let n = self.state.flows.len();
         let is_ring = |f: &Flow| matches!(f.pipeline, Some(Pipeline::Ring { .. }));
         self.ring_of = vec![NO_RING; n];
+        self.ring_pred = vec![NO_RING; n];
         self.rings.clear();
         for i in 0..n {
             if !is_ring(&self.state.flows[i]) || self.ring_of[i] != NO_RING {
@@ -93,8 +94,16 @@ impl Simulation {
                     None => break,
                 }
             }
+            for (j, &m) in members.iter().enumerate() {
+                self.ring_pred[m as usize] = match members.get(j + 1) {
+                    Some(&next) => next,
+                    None if self.ring_of[e] == id && e as u32 != m => e as u32,
+                    None => NO_RING,
+                };
+            }
             self.rings.push(members);
         }
+        self.ring_round = vec![0; self.rings.len()];
         self.ring_unposted = self.rings.iter().map(|r| r.len() as u32).collect();
         self.ring_held = vec![Vec::new(); self.rings.len()];
     }

@@ -26,7 +26,9 @@ impl Simulation {
         self.round += 1;
         let round = self.round;
         let now = self.state.queue.now();
-        // The connected component: ports -> their flows -> those flows' ports.
+        // The connected component: ports -> their flows -> those flows' ports, and a
+        // bandwidth-bound ring edge's whole ring (its edges' rates bound each other:
+        // [`super::ring_progress`]).
         let mut ports: Vec<u32> = Vec::new();
         let mut flows: Vec<u32> = Vec::new();
         let mut stack = std::mem::take(&mut self.dirty);
@@ -37,11 +39,13 @@ impl Simulation {
             }
             link.mark = round;
             ports.push(l);
-            for &f in &link.flows {
+            for i in 0..self.links[l as usize].flows.len() {
+                let f = self.links[l as usize].flows[i];
                 if self.flow_mark[f as usize] != round {
                     self.flow_mark[f as usize] = round;
                     flows.push(f);
                     stack.extend(&self.state.flows[f as usize].path);
+                    self.extend_with_ring(f, round, &mut stack);
                 }
             }
         }
@@ -72,6 +76,16 @@ impl Simulation {
                 self.water_fill(&ports, &flows);
             }
         }
+        for _ in 0..PACE_ROUNDS {
+            if !self.bind_rings(&flows, now) {
+                break;
+            }
+            for &f in &flows {
+                self.state.flows[f as usize].rate = -1.0;
+            }
+            self.water_fill(&ports, &flows);
+        }
+        self.schedule_binds(&flows, now);
         self.note_greedy(&flows);
         self.note_overloads(&ports, now);
         self.note_offered(&ports, &flows);
@@ -120,12 +134,16 @@ impl Simulation {
                 )));
             }
         }
-        if self.cfg.dcqcn.is_some() {
-            for &f in flows {
-                let cap = self.rate_cap(f);
-                if cap.is_finite() {
-                    heap.push(std::cmp::Reverse((cap.to_bits(), CAP, f)));
-                }
+        let dcqcn = self.cfg.dcqcn.is_some();
+        for &f in flows {
+            let ring = self.state.flows[f as usize].ring_cap;
+            let cap = if dcqcn {
+                self.rate_cap(f).min(ring)
+            } else {
+                ring
+            };
+            if cap.is_finite() {
+                heap.push(std::cmp::Reverse((cap.to_bits(), CAP, f)));
             }
         }
         // A link's share rises as flows elsewhere are fixed (each at the lowest share there
