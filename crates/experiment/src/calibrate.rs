@@ -129,7 +129,7 @@ pub fn run_case(file: &Path, catalog: &Catalog) -> Result<Vec<Calibration>, Stri
                 flow_wall += wall;
             }
             if !draws {
-                if done == 0 && marked > 0 && CLOSED_LOOP_SEEDS > 1 {
+                if done == 0 && marked > 0 {
                     seeds_wanted = CLOSED_LOOP_SEEDS;
                     continue;
                 }

@@ -15,7 +15,8 @@
 //! *bound*: the water-filling caps it at its upstream edge's rate (`Flow::ring_cap`),
 //! and it feeds its ports no faster, so it sends what reaches it. A ring's edges are
 //! re-shared together. An edge gaining on its upstream edge is re-shared when its lead
-//! comes within a packet of a step ([`Event::Bound`]); a bound edge whose link's share
+//! comes within half a packet of a step ([`Event::Bound`], keyed apart from the flows'
+//! `Drained` events); a bound edge whose link's share
 //! holds it below its upstream edge's rate runs free again. Latency-bound rings are
 //! left to their pipeline plan ([`super::PipelinePlan`]), whose steps already wait on
 //! the edge before.
