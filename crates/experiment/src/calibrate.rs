@@ -228,11 +228,15 @@ pub const SETTLED_SHARE: f64 = 1.0 / 3.0;
 /// the all-to-all across a 4:1 leaf-spine take about 15 s at flow level on this machine.
 pub const MAX_SEEDS: u64 = 40;
 
-/// Runs every case of the suite in `dir`, in name order.
+/// Runs every case of the suite in `dir` on every core, its rows in name order.
 pub fn run_suite(dir: &Path, catalog: &Catalog) -> Result<Vec<Calibration>, String> {
+    let files = validate::case_files(dir)?;
+    // The cases are independent seeded runs, one thread each: every core, the rows in
+    // name order whatever the count (only their wall times depend on it).
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut rows = Vec::new();
-    for file in validate::case_files(dir)? {
-        rows.extend(run_case(&file, catalog)?);
+    for case in runner::parallel_map(&files, cores, |file| run_case(file, catalog)) {
+        rows.extend(case?);
     }
     Ok(rows)
 }
