@@ -31,6 +31,13 @@ fn targets(s: &Scenario) -> (f64, f64) {
     (time, 0.10)
 }
 
+/// Whether case `s` runs on seeds until each error is settled (see [`SEED_BATCH`]):
+/// open-loop traffic and all-to-alls. Other cases run on one seed, or on
+/// [`CLOSED_LOOP_SEEDS`] where packet level marks packets.
+pub fn draws_until_settled(s: &Scenario) -> bool {
+    all_to_all(s) || s.open_loop_traffic()
+}
+
 /// Whether `s` holds an all-to-all.
 fn all_to_all(s: &Scenario) -> bool {
     s.traffic
@@ -92,7 +99,7 @@ pub fn run_case(file: &Path, catalog: &Catalog) -> Result<Vec<Calibration>, Stri
         .traffic
         .iter()
         .any(|t| matches!(t, Traffic::Listed { .. } | Traffic::Background(_)));
-    let draws = all_to_all(&base) || base.open_loop_traffic();
+    let draws = draws_until_settled(&base);
     let mut rows = Vec::new();
     for fabric in [FabricKind::Infiniband, FabricKind::Rocev2] {
         // One run's figures, wall time and ECN marks at `level` on the case's `k`-th seed.

@@ -506,9 +506,7 @@ fn calibration_suite_matches_its_record_and_ring_and_latency_bound_cases_stay_wi
     for r in rows.iter().filter(|r| r.seeds > 1) {
         let se = r.error_standard_error.expect("a standard error over seeds");
         let case = Scenario::load(&dir.join(format!("{}.toml", r.case))).unwrap();
-        // An all-to-all's time is the one collective time with a 10 % target.
-        let all_to_all = r.target > 0.05 && r.metric == "collective_ns";
-        if case.open_loop_traffic() || all_to_all {
+        if calibrate::draws_until_settled(&case) {
             assert!(
                 se <= r.target * calibrate::SETTLED_SHARE
                     || u64::from(r.seeds) == calibrate::MAX_SEEDS,

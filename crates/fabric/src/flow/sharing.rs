@@ -70,20 +70,14 @@ impl Simulation {
                 if !self.pace_rings(&flows) {
                     break;
                 }
-                for &f in &flows {
-                    self.state.flows[f as usize].rate = -1.0;
-                }
-                self.water_fill(&ports, &flows);
+                self.refill(&ports, &flows);
             }
         }
         for _ in 0..PACE_ROUNDS {
             if !self.bind_rings(&flows, now) {
                 break;
             }
-            for &f in &flows {
-                self.state.flows[f as usize].rate = -1.0;
-            }
-            self.water_fill(&ports, &flows);
+            self.refill(&ports, &flows);
         }
         self.schedule_binds(&flows, now);
         self.note_greedy(&flows);
@@ -102,6 +96,15 @@ impl Simulation {
                 .queue
                 .schedule_keyed(f, at, Event::Drained { flow: f });
         }
+    }
+
+    /// Water-fills `flows` over `ports` again, their rates unset first: after a ring's
+    /// pace or progress bound moved what some of them may take.
+    fn refill(&mut self, ports: &[u32], flows: &[u32]) {
+        for &f in flows {
+            self.state.flows[f as usize].rate = -1.0;
+        }
+        self.water_fill(ports, flows);
     }
 
     /// Max-min fair rates for `flows` (every flow on `ports`, their rates unset), by
